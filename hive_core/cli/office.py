@@ -1,0 +1,2 @@
+def main() -> None:
+    raise SystemExit("hive-office: not built yet")

@@ -1,0 +1,146 @@
+"""office.toml: load, validate, and explain what is wrong with it (with the line)."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import msgspec
+
+from hive_core.schema import RESERVED_IDS, AgentSpec, OfficeConfig, is_agent_id
+
+
+class ConfigError(Exception):
+    """office.toml cannot be used; the message names the file, the line and the fix."""
+
+
+DEFAULT_OFFICE_TOML = """\
+# hive-office roster and settings. Edit freely; `hive-office init` never overwrites this file.
+# Agent ids: lowercase letter first, then lowercase letters, digits or '-', at most 32.
+# Reserved ids: human, god, broadcast, triage, router, all.
+
+[office]
+name = "Scranton"
+manager = "michael"      # the manager ("god") agent: runs the floor, the person's proxy
+hop_cap = 8              # a reply chain longer than this goes to the manager instead
+stop_block_cap = 3       # at most this many Stop blocks in a row to drain mail
+
+[[agents]]
+id = "michael"
+name = "Michael"
+role = "Regional manager: runs the floor, plans, delegates, escalates"
+provider = "claude"      # claude | codex | gemini | shell
+cwd = "~"
+
+[[agents]]
+id = "jim"
+name = "Jim"
+role = "Engineer"
+provider = "claude"
+cwd = "~"
+
+[[agents]]
+id = "pam"
+name = "Pam"
+role = "Engineer"
+provider = "claude"
+cwd = "~"
+
+[[agents]]
+id = "pete"
+name = "Pete"
+role = "Research: looks things up on the web for the team"
+provider = "claude"
+cwd = "~"
+web = true
+"""
+
+
+def load_office(path: Path) -> OfficeConfig:
+    """Parse and validate office.toml. Raises ConfigError with the line and the reason."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(
+            f"{path} does not exist. Run `hive-office init` to create a default office."
+        ) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {e.start}). Save it as UTF-8.") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: {e}. Fix the TOML syntax there.") from None
+    try:
+        config = msgspec.convert(data, OfficeConfig)
+    except msgspec.ValidationError as e:
+        match = re.search(r"at `\$\.(\w+)(?:\[(\d+)\])?(?:\.(\w+))?", str(e))
+        line = _line_of(text, *match.groups()) if match else None
+        raise ConfigError(f"{path}{_at(line)}: {e}.") from None
+    for table, index, key, reason in check_office(config):
+        raise ConfigError(f"{path}{_at(_line_of(text, table, index, key))}: {reason}")
+    return config
+
+
+Problem = tuple[str, str | None, str | None, str]  # (table, index, key, reason)
+
+
+def check_office(config: OfficeConfig) -> list[Problem]:
+    """Rules msgspec types cannot say, each pointing at the table entry it is about."""
+    problems: list[Problem] = []
+    seen: set[str] = set()
+    for i, spec in enumerate(config.agents):
+        if not is_agent_id(spec.id):
+            problems.append(("agents", str(i), "id", f"agent id {spec.id!r} is not valid: use a "
+                             "lowercase letter, then up to 31 lowercase letters, digits or '-'."))
+        elif spec.id in RESERVED_IDS:
+            problems.append(("agents", str(i), "id", f"agent id {spec.id!r} is reserved "
+                             f"({', '.join(sorted(RESERVED_IDS))}); pick another id."))
+        elif spec.id in seen:
+            problems.append(("agents", str(i), "id",
+                             f"agent id {spec.id!r} appears twice; ids must be unique."))
+        seen.add(spec.id)
+    settings = config.office
+    if settings.hop_cap < 1:
+        problems.append(("office", None, "hop_cap", "office.hop_cap must be at least 1."))
+    if settings.stop_block_cap < 0:
+        problems.append(("office", None, "stop_block_cap", "office.stop_block_cap must be 0 or more."))
+    if not config.agents:
+        problems.append(("agents", None, None, "no [[agents]] in the roster; add at least the manager."))
+    elif settings.manager not in seen:
+        problems.append(("office", None, "manager", f"office.manager is {settings.manager!r}, but no "
+                         "[[agents]] entry has that id. Add one or change office.manager."))
+    return problems
+
+
+def agent(config: OfficeConfig, agent_id: str) -> AgentSpec | None:
+    return next((a for a in config.agents if a.id == agent_id), None)
+
+
+# --- finding the line a validation error is about -------------------------------------
+
+
+def _at(line: int | None) -> str:
+    return f", line {line}" if line else ""
+
+
+def _line_of(text: str, table: str, index: str | None, key: str | None) -> int | None:
+    """The line of `table[index].key` (or the nearest enclosing header) in the TOML text."""
+    lines = text.splitlines()
+    if index is None:
+        start = next((i for i, ln in enumerate(lines) if ln.strip() == f"[{table}]"), None)
+    else:
+        headers = [i for i, ln in enumerate(lines) if ln.strip() == f"[[{table}]]"]
+        start = headers[int(index)] if int(index) < len(headers) else None
+    if start is None:
+        return None
+    if key:
+        for i in range(start + 1, len(lines)):
+            stripped = lines[i].strip()
+            if stripped.startswith("["):
+                break
+            if re.match(rf"{re.escape(key)}\s*=", stripped):
+                return i + 1
+    return start + 1

@@ -1,0 +1,148 @@
+"""Where every file of an office lives. The only module that knows the layout."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from hive_core.schema import HUMAN
+
+DEFAULT_HOME = "~/.hive-office"
+
+
+def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
+    """--home wins, then HIVE_HOME, then ~/.hive-office."""
+    raw = home or os.environ.get("HIVE_HOME") or DEFAULT_HOME
+    return Path(raw).expanduser().absolute()
+
+
+@dataclass(frozen=True)
+class HivePaths:
+    home: Path
+
+    # --- home level ---
+    @property
+    def office_toml(self) -> Path:
+        return self.home / "office.toml"
+
+    @property
+    def hive(self) -> Path:
+        return self.home / "hive"
+
+    @property
+    def run(self) -> Path:
+        return self.home / "run"
+
+    @property
+    def lock_file(self) -> Path:
+        return self.run / "office.lock"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.run / "office.pid"
+
+    @property
+    def kick_socket(self) -> Path:
+        return self.run / "kick.sock"
+
+    @property
+    def hook_socket(self) -> Path:
+        return self.run / "hook.sock"
+
+    @property
+    def agent_settings(self) -> Path:
+        return self.home / "agent-settings"
+
+    @property
+    def memory_db(self) -> Path:
+        return self.home / "memory.db"
+
+    # --- hive level ---
+    @property
+    def protocol(self) -> Path:
+        return self.hive / "PROTOCOL.md"
+
+    @property
+    def registry(self) -> Path:
+        return self.hive / "registry.json"
+
+    @property
+    def board(self) -> Path:
+        return self.hive / "board.md"
+
+    @property
+    def tasks(self) -> Path:
+        return self.hive / "tasks.json"
+
+    @property
+    def log(self) -> Path:
+        return self.hive / "log.jsonl"
+
+    @property
+    def triage(self) -> Path:
+        return self.hive / "triage"
+
+    @property
+    def gitignore(self) -> Path:
+        return self.hive / ".gitignore"
+
+    @property
+    def agents_dir(self) -> Path:
+        return self.hive / "agents"
+
+    def mailbox(self, who: str) -> Mailbox:
+        """The folder of an agent, or of the person (`human`)."""
+        root = self.hive / HUMAN if who == HUMAN else self.agents_dir / who
+        return Mailbox(root)
+
+
+@dataclass(frozen=True)
+class Mailbox:
+    """An agent's (or the person's) own folder in the hive."""
+
+    root: Path
+
+    @property
+    def identity(self) -> Path:
+        return self.root / "identity.md"
+
+    @property
+    def memory(self) -> Path:
+        return self.root / "memory.md"
+
+    @property
+    def notes(self) -> Path:
+        return self.root / "memory" / "notes.md"
+
+    @property
+    def inbox(self) -> Path:
+        return self.root / "inbox"
+
+    @property
+    def done(self) -> Path:
+        return self.root / "inbox" / ".done"
+
+    @property
+    def outbox(self) -> Path:
+        return self.root / "outbox"
+
+    @property
+    def routing(self) -> Path:
+        """Claimed by the router, delivery in progress (see router.py)."""
+        return self.root / "outbox" / ".routing"
+
+    @property
+    def sent(self) -> Path:
+        return self.root / "outbox" / ".sent"
+
+    @property
+    def bad(self) -> Path:
+        return self.root / "outbox" / ".bad"
+
+    @property
+    def cursor(self) -> Path:
+        return self.root / "cursor.json"
+
+    def dirs(self) -> tuple[Path, ...]:
+        return (self.inbox, self.done, self.outbox, self.routing, self.sent, self.bad)

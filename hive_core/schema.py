@@ -1,0 +1,187 @@
+"""Every file format and frame of the office, as msgspec Structs.
+
+One place for the shapes and the limits: the router, the CLI, the committer and the
+app all encode and decode through these types, never through hand-built dicts.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+import msgspec
+
+# --- limits and names (one fact, one place) -------------------------------------------
+
+AGENT_ID_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
+RESERVED_IDS = frozenset({"human", "god", "broadcast", "triage", "router", "all"})
+# Addresses a message may carry besides an agent id.
+SPECIAL_RECIPIENTS = frozenset({"god", "human", "broadcast", "triage"})
+HUMAN = "human"
+ROUTER = "router"
+
+SUBJECT_MAX = 200
+BODY_MAX = 64 * 1024
+# A message file larger than this is refused before it is parsed (body limit + slack for
+# JSON escaping of the largest legal body).
+MESSAGE_FILE_MAX = 6 * BODY_MAX
+
+Act = Literal["request", "inform", "propose", "query", "agree", "refuse", "done"]
+ACTS: tuple[str, ...] = ("request", "inform", "propose", "query", "agree", "refuse", "done")
+REPLY_OBLIGING_ACTS = frozenset({"request", "query", "propose"})
+
+Provider = Literal["claude", "codex", "gemini", "shell"]
+
+
+# --- messages -------------------------------------------------------------------------
+
+
+class Draft(msgspec.Struct, kw_only=True):
+    """What a sender may put in an outbox file. Fields the router owns (id, from, hops,
+    requires_reply, created_at) are accepted and ignored, so a hand-written file that
+    copies a delivered message still validates."""
+
+    to: str
+    act: Act = "inform"
+    subject: str = ""
+    body: str = ""
+    in_reply_to: str | None = None
+    conversation: str | None = None
+    task: str | None = None
+    needs_human: bool = False
+
+
+class Message(msgspec.Struct, kw_only=True):
+    """A routed message, as delivered into an inbox and archived in outbox/.sent."""
+
+    id: str
+    conversation: str
+    in_reply_to: str | None
+    sender: str = msgspec.field(name="from")
+    to: str
+    act: Act
+    subject: str
+    body: str
+    task: str | None = None
+    hops: int = 0
+    requires_reply: bool = False
+    needs_human: bool = False
+    created_at: str
+
+
+# --- office.toml ----------------------------------------------------------------------
+
+
+class OfficeSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    name: str = "Scranton"
+    manager: str = "michael"
+    hop_cap: int = 8
+    stop_block_cap: int = 3
+
+
+class AgentSpec(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    id: str
+    name: str
+    role: str = ""
+    provider: Provider = "claude"
+    cwd: str = "~"
+    command: list[str] | None = None
+    env: dict[str, str] = {}
+    web: bool = False
+    send_only: bool = False
+    archived: bool = False
+    model: str | None = None
+
+
+class OfficeConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    office: OfficeSettings = msgspec.field(default_factory=OfficeSettings)
+    agents: list[AgentSpec] = []
+
+
+# --- registry.json --------------------------------------------------------------------
+
+Status = Literal["offline", "idle", "working", "waiting", "exited", "archived"]
+
+
+class RegistryEntry(msgspec.Struct, kw_only=True):
+    id: str
+    name: str
+    role: str
+    provider: Provider
+    manager: bool = False
+    web: bool = False
+    send_only: bool = False
+    status: Status = "offline"
+    session_id: str | None = None
+    last_tool: str | None = None
+    last_seen: str | None = None
+    pid: int | None = None
+
+
+class Registry(msgspec.Struct, kw_only=True):
+    office: str
+    manager: str
+    agents: list[RegistryEntry] = []
+
+
+# --- log.jsonl ------------------------------------------------------------------------
+
+LogKind = Literal[
+    "route", "bounce", "quarantine", "loop", "triage", "office", "agent", "hook", "board", "task"
+]
+
+
+class LogEvent(msgspec.Struct, kw_only=True, omit_defaults=True):
+    ts: str
+    kind: LogKind
+    msg: str | None = None
+    sender: str | None = msgspec.field(default=None, name="from")
+    to: str | None = None
+    recipients: list[str] = []
+    act: str | None = None
+    subject: str | None = None
+    reason: str | None = None
+    agent: str | None = None
+    detail: str | None = None
+
+
+# --- per-agent bookkeeping ------------------------------------------------------------
+
+
+class Cursor(msgspec.Struct, kw_only=True):
+    last_processed: str | None = None
+
+
+# --- tasks.json -----------------------------------------------------------------------
+
+TaskStatus = Literal["todo", "doing", "blocked", "review", "done"]
+
+
+class TaskQuestion(msgspec.Struct, kw_only=True):
+    question: str
+    answer: str | None = None
+    asked_by: str | None = None
+    asked_at: str | None = None
+    answered_at: str | None = None
+
+
+class Task(msgspec.Struct, kw_only=True):
+    id: str
+    title: str
+    spec: str = ""
+    assignee: str | None = None
+    status: TaskStatus = "todo"
+    depends_on: list[str] = []
+    priority: int = 2
+    questions: list[TaskQuestion] = []
+    result: str | None = None
+    created_at: str
+    updated_at: str
+
+
+class Ledger(msgspec.Struct, kw_only=True):
+    tasks: list[Task] = []
+
+
+def is_agent_id(value: str) -> bool:
+    return bool(AGENT_ID_RE.match(value))
