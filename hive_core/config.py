@@ -93,25 +93,51 @@ def check_office(config: OfficeConfig) -> list[Problem]:
     seen: set[str] = set()
     for i, spec in enumerate(config.agents):
         if not is_agent_id(spec.id):
-            problems.append(("agents", str(i), "id", f"agent id {spec.id!r} is not valid: use a "
-                             "lowercase letter, then up to 31 lowercase letters, digits or '-'."))
+            problems.append(
+                (
+                    "agents",
+                    str(i),
+                    "id",
+                    f"agent id {spec.id!r} is not valid: use a "
+                    "lowercase letter, then up to 31 lowercase letters, digits or '-'.",
+                )
+            )
         elif spec.id in RESERVED_IDS:
-            problems.append(("agents", str(i), "id", f"agent id {spec.id!r} is reserved "
-                             f"({', '.join(sorted(RESERVED_IDS))}); pick another id."))
+            problems.append(
+                (
+                    "agents",
+                    str(i),
+                    "id",
+                    f"agent id {spec.id!r} is reserved "
+                    f"({', '.join(sorted(RESERVED_IDS))}); pick another id.",
+                )
+            )
         elif spec.id in seen:
-            problems.append(("agents", str(i), "id",
-                             f"agent id {spec.id!r} appears twice; ids must be unique."))
+            problems.append(
+                ("agents", str(i), "id", f"agent id {spec.id!r} appears twice; ids must be unique.")
+            )
         seen.add(spec.id)
     settings = config.office
     if settings.hop_cap < 1:
         problems.append(("office", None, "hop_cap", "office.hop_cap must be at least 1."))
     if settings.stop_block_cap < 0:
-        problems.append(("office", None, "stop_block_cap", "office.stop_block_cap must be 0 or more."))
+        problems.append(
+            ("office", None, "stop_block_cap", "office.stop_block_cap must be 0 or more.")
+        )
     if not config.agents:
-        problems.append(("agents", None, None, "no [[agents]] in the roster; add at least the manager."))
+        problems.append(
+            ("agents", None, None, "no [[agents]] in the roster; add at least the manager.")
+        )
     elif settings.manager not in seen:
-        problems.append(("office", None, "manager", f"office.manager is {settings.manager!r}, but no "
-                         "[[agents]] entry has that id. Add one or change office.manager."))
+        problems.append(
+            (
+                "office",
+                None,
+                "manager",
+                f"office.manager is {settings.manager!r}, but no "
+                "[[agents]] entry has that id. Add one or change office.manager.",
+            )
+        )
     return problems
 
 

@@ -119,8 +119,10 @@ def init_office(paths: HivePaths) -> list[str]:
     note(paths.gitignore, write_if_missing(paths.gitignore, GITIGNORE.encode()))
     note(paths.protocol, write_if_missing(paths.protocol, protocol_text().encode()))
     note(paths.board, write_if_missing(paths.board, BOARD.encode()))
-    note(paths.tasks, write_if_missing(paths.tasks, msgspec.json.format(
-        msgspec.json.encode(Ledger())) + b"\n"))
+    note(
+        paths.tasks,
+        write_if_missing(paths.tasks, msgspec.json.format(msgspec.json.encode(Ledger())) + b"\n"),
+    )
     note(paths.log, write_if_missing(paths.log, b""))
     paths.triage.mkdir(exist_ok=True)
     if not paths.registry.exists():

@@ -27,9 +27,12 @@ def new_message_id(now: datetime | None = None) -> str:
 def created_at_of(message_id: str) -> str:
     """ISO-8601 UTC time encoded in an id made by new_message_id."""
     stamp = message_id.split("-", 1)[0]
-    return datetime.strptime(stamp, _ID_TIME_FORMAT).replace(tzinfo=UTC).isoformat(
-        timespec="microseconds"
-    ).replace("+00:00", "Z")
+    return (
+        datetime.strptime(stamp, _ID_TIME_FORMAT)
+        .replace(tzinfo=UTC)
+        .isoformat(timespec="microseconds")
+        .replace("+00:00", "Z")
+    )
 
 
 def is_message_id(value: str) -> bool:

@@ -1,2 +1,117 @@
+"""`hive-office`: create, serve and (soon) open an office."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+
+import click
+
+from hive_core.config import ConfigError, load_office
+from hive_core.hive import init_office
+from hive_core.office import Office, OfficeBusy, office_lock
+from hive_core.paths import HivePaths, resolve_home
+
+HOME_HELP = "Office home (default: $HIVE_HOME, else ~/.hive-office)."
+
+
+def _paths(home: str | None) -> HivePaths:
+    return HivePaths(resolve_home(home))
+
+
+def _fail(message: str, code: int = 1) -> None:
+    click.echo(f"hive-office: {message}", err=True)
+    sys.exit(code)
+
+
+@click.group(invoke_without_command=True)
+@click.option("--home", metavar="DIR", help=HOME_HELP)
+@click.option("--demo", is_flag=True, help="Open a demo office with scripted agents (no API key).")
+@click.pass_context
+def cli(ctx: click.Context, home: str | None, demo: bool) -> None:
+    """A terminal office for a team of coding agents.
+
+    \b
+    Start here:
+      hive-office init            create ~/.hive-office with a default team
+      hive-office serve           run the office headless (router, committer)
+      hive send --to jim ...      talk to the team (see `hive --help`)
+    """
+    ctx.ensure_object(dict)
+    ctx.obj["home"] = home
+    if ctx.invoked_subcommand is None:
+        _fail(
+            "the on-screen office is not built yet. Run `hive-office serve` for the "
+            "office without a screen, and use the `hive` command to send and read mail.",
+            code=2,
+        )
+
+
+@cli.command()
+@click.option("--home", metavar="DIR", help=HOME_HELP)
+@click.pass_context
+def init(ctx: click.Context, home: str | None) -> None:
+    """Create the office home, its hive (a git repo) and a default office.toml.
+
+    Safe to re-run: it only adds what is missing and never overwrites a file.
+    """
+    paths = _paths(home or ctx.obj["home"])
+    try:
+        created = init_office(paths)
+    except ConfigError as e:
+        _fail(str(e))
+    from hive_core.committer import commit_all
+
+    commit_all(paths.hive, "office: initialised" if created else "office: init re-run")
+    if created:
+        click.echo(f"Created the office in {paths.home}:")
+        for item in created:
+            click.echo(f"  {item}")
+    else:
+        click.echo(f"The office in {paths.home} is complete; nothing to create.")
+    click.echo(f"Edit {paths.office_toml} to change the team, then run `hive-office serve`.")
+
+
+@cli.command()
+@click.option("--home", metavar="DIR", help=HOME_HELP)
+@click.option("--no-agents", is_flag=True, help="Route and commit only; start no agent CLIs.")
+@click.pass_context
+def serve(ctx: click.Context, home: str | None, no_agents: bool) -> None:
+    """Run the office without a screen until SIGTERM or Ctrl+C.
+
+    Routes mail between agents, commits the hive to git, and (unless --no-agents)
+    starts the roster's agents. On SIGTERM/SIGINT it finishes routing, makes a last
+    commit and exits 0. Only one office runs per home.
+    """
+    paths = _paths(home or ctx.obj["home"])
+    if not paths.hive.is_dir():
+        _fail(f"there is no office in {paths.home}. Run `hive-office init` first.")
+    try:
+        config = load_office(paths.office_toml)
+    except ConfigError as e:
+        _fail(str(e))
+    try:
+        with office_lock(paths):
+            click.echo(f"hive-office: serving {paths.home} (pid {os.getpid()}); Ctrl+C to stop.")
+            asyncio.run(_serve(Office(paths, config)))
+    except OfficeBusy as e:
+        _fail(str(e))
+    click.echo("hive-office: stopped.")
+
+
+async def _serve(office: Office) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await office.run(stop)
+
+
 def main() -> None:
-    raise SystemExit("hive-office: not built yet")
+    cli(prog_name="hive-office")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,188 @@
+"""Reading and writing mailboxes: the operations behind `hive send/inbox/read/done`.
+
+The sender side only ever writes a Draft into its own outbox; ids, times and hops are
+the router's business.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import msgspec
+
+from hive_core.config import agent
+from hive_core.fsio import atomic_write, is_temp_name
+from hive_core.paths import Mailbox
+from hive_core.schema import (
+    BODY_MAX,
+    SPECIAL_RECIPIENTS,
+    SUBJECT_MAX,
+    Act,
+    Cursor,
+    Draft,
+    Message,
+    OfficeConfig,
+    is_agent_id,
+)
+
+_decoder = msgspec.json.Decoder(Message)
+
+
+def outbox_name() -> str:
+    """A sortable, collision-free file name for a new outbox entry."""
+    return f"{datetime.now(UTC):%Y%m%dT%H%M%S%f}-{secrets.token_hex(4)}.json"
+
+
+def write_draft(box: Mailbox, draft: Draft) -> Path:
+    """Put a draft in the outbox atomically (the router never sees half a file)."""
+    box.outbox.mkdir(parents=True, exist_ok=True)
+    path = box.outbox / outbox_name()
+    atomic_write(path, msgspec.json.encode(draft))
+    return path
+
+
+def message_files(folder: Path) -> list[Path]:
+    """Message files in a folder, oldest first (ids sort by time)."""
+    try:
+        names = os.listdir(folder)
+    except FileNotFoundError:
+        return []
+    return [folder / n for n in sorted(names) if n.endswith(".json") and not is_temp_name(n)]
+
+
+def load_message(path: Path) -> Message:
+    return _decoder.decode(path.read_bytes())
+
+
+def iter_inbox(box: Mailbox) -> Iterator[Message]:
+    """Unread messages, oldest first. A file that vanished meanwhile is skipped."""
+    for path in message_files(box.inbox):
+        try:
+            yield load_message(path)
+        except (FileNotFoundError, msgspec.DecodeError):
+            continue
+
+
+def is_safe_id(message_id: str) -> bool:
+    """Usable as a file name inside a mailbox folder: an id can never name a path."""
+    return bool(message_id) and "/" not in message_id and not message_id.startswith(".")
+
+
+def find_message(box: Mailbox, message_id: str) -> tuple[Message, Path] | None:
+    """A message this mailbox received (unread or done) or sent, by id."""
+    if not is_safe_id(message_id):
+        return None
+    for folder in (box.inbox, box.done, box.sent):
+        path = folder / f"{message_id}.json"
+        try:
+            return load_message(path), path
+        except FileNotFoundError:
+            continue
+        except msgspec.DecodeError:
+            return None
+    return None
+
+
+def mark_done(box: Mailbox, message_id: str) -> bool:
+    """Move an unread message to inbox/.done and advance the cursor. False if not unread."""
+    if not is_safe_id(message_id):
+        return False
+    src = box.inbox / f"{message_id}.json"
+    box.done.mkdir(parents=True, exist_ok=True)
+    try:
+        os.rename(src, box.done / src.name)
+    except FileNotFoundError:
+        return False
+    cursor = read_cursor(box)
+    if cursor.last_processed is None or message_id > cursor.last_processed:
+        atomic_write(box.cursor, msgspec.json.encode(Cursor(last_processed=message_id)) + b"\n")
+    return True
+
+
+def read_cursor(box: Mailbox) -> Cursor:
+    try:
+        return msgspec.json.decode(box.cursor.read_bytes(), type=Cursor)
+    except (FileNotFoundError, msgspec.DecodeError):
+        return Cursor()
+
+
+# --- composing drafts (pure: the CLI validates with these before writing anything) -------
+
+
+def check_recipient(config: OfficeConfig, sender: str, to: str) -> str | None:
+    """Why `sender` cannot address `to`, as a sentence with the fix; None if it can."""
+    if to == sender or (to == "god" and sender == config.office.manager):
+        return f"{to!r} is you; mail to yourself goes nowhere. Pick a teammate from `hive roster`."
+    if to in SPECIAL_RECIPIENTS:
+        return None
+    if not is_agent_id(to):
+        return (
+            f"{to!r} is not an address. Use an agent id from `hive roster`, "
+            "or god, human, broadcast or triage."
+        )
+    spec = agent(config, to)
+    if spec is None:
+        return (
+            f"there is no agent {to!r} in this office. `hive roster` lists the ids; "
+            "god, human, broadcast and triage also work."
+        )
+    if spec.archived:
+        return f"{to!r} is archived and reads no mail. Send it to god if it still matters."
+    return None
+
+
+def check_draft(draft: Draft) -> str | None:
+    """What makes a draft undeliverable (limits, encoding), as a sentence; None if fine."""
+    if len(draft.subject) > SUBJECT_MAX:
+        return (
+            f"the subject is {len(draft.subject)} characters; the limit is {SUBJECT_MAX}. "
+            "Shorten it and put the details in the body."
+        )
+    if "\n" in draft.subject or "\r" in draft.subject:
+        return "the subject must be one line. Put the rest in the body."
+    try:
+        # A str from argv or a file can hold lone surrogates; they cannot be encoded.
+        draft.subject.encode()
+        size = len(draft.body.encode())
+    except UnicodeEncodeError:
+        return "the text is not valid UTF-8. Convert it to UTF-8 and try again."
+    if size > BODY_MAX:
+        return (
+            f"the body is {size} bytes; the limit is {BODY_MAX}. "
+            "Shorten it or point to a file instead of pasting it."
+        )
+    return None
+
+
+def reply_subject(subject: str) -> str:
+    """`Re: <subject>`, never `Re: Re: ...`, within the subject limit."""
+    subject = subject.strip()
+    if subject[:3].lower() == "re:":
+        return subject[:SUBJECT_MAX]
+    return f"Re: {subject}".rstrip()[:SUBJECT_MAX]
+
+
+def reply_draft(parent: Message, act: Act, body: str, *, needs_human: bool = False) -> Draft:
+    """A reply to `parent`: to its sender, in its thread, about its task."""
+    return Draft(
+        to=parent.sender,
+        act=act,
+        subject=reply_subject(parent.subject),
+        body=body,
+        in_reply_to=parent.id,
+        conversation=parent.conversation,
+        task=parent.task,
+        needs_human=needs_human,
+    )
+
+
+def triage_draft(text: str) -> Draft:
+    """A request for the manager's triage queue; its first line is the subject."""
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    if len(first) > SUBJECT_MAX:
+        first = first[: SUBJECT_MAX - 1] + "…"
+    return Draft(to="triage", act="request", subject=first, body=text)

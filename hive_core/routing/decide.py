@@ -1,0 +1,392 @@
+"""What the router does with one outbox file: pure decisions, no disk.
+
+`parse_draft` turns raw bytes into a Draft or a Rejection with a reason the sender can
+act on; `plan_route` turns a Draft into the messages to deliver, the notices to send
+and the one log line that records the outcome. The router (router.py) carries the plan
+out; everything that can be decided without a disk is decided here and tested alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import msgspec
+
+from hive_core.ids import created_at_of
+from hive_core.schema import (
+    AGENT_ID_RE,
+    BODY_MAX,
+    HUMAN,
+    MESSAGE_FILE_MAX,
+    REPLY_OBLIGING_ACTS,
+    ROUTER,
+    SPECIAL_RECIPIENTS,
+    SUBJECT_MAX,
+    Draft,
+    LogEvent,
+    Message,
+    OfficeConfig,
+)
+
+_draft_decoder = msgspec.json.Decoder(Draft)
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """The file cannot be routed; it goes to outbox/.bad with this reason."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Floor:
+    """What the router needs to know about the roster to resolve recipients."""
+
+    manager: str
+    hop_cap: int
+    receivers: frozenset[str]  # active agents that can receive mail
+    archived: frozenset[str]
+    send_only: frozenset[str]
+
+    @classmethod
+    def from_config(cls, config: OfficeConfig, archived: frozenset[str] = frozenset()) -> Floor:
+        gone = archived | {a.id for a in config.agents if a.archived}
+        send_only = frozenset(a.id for a in config.agents if a.send_only)
+        return cls(
+            manager=config.office.manager,
+            hop_cap=config.office.hop_cap,
+            receivers=frozenset(a.id for a in config.agents) - gone - send_only,
+            archived=frozenset(gone),
+            send_only=send_only,
+        )
+
+    def senders(self) -> frozenset[str]:
+        return self.receivers | self.archived | self.send_only | {HUMAN}
+
+
+@dataclass(frozen=True)
+class Delivery:
+    recipient: str  # an agent id or `human`
+    message: Message
+
+
+@dataclass
+class RoutePlan:
+    """The normalised message (archived in .sent), what to deliver, and the log line."""
+
+    message: Message
+    deliveries: list[Delivery] = field(default_factory=list)
+    triage: Message | None = None
+    log: LogEvent | None = None
+
+
+# --- step 1: validate ------------------------------------------------------------------
+
+
+def check_size(size: int) -> Rejection | None:
+    if size == 0:
+        return Rejection("the file is empty; a message is a JSON object with at least `to`.")
+    if size > MESSAGE_FILE_MAX:
+        return Rejection(
+            f"the file is {size} bytes, over the {MESSAGE_FILE_MAX}-byte limit for a message "
+            f"file (bodies are limited to {BODY_MAX} bytes); send a shorter message and put "
+            "large content in a file your teammate can read."
+        )
+    return None
+
+
+def parse_draft(raw: bytes) -> Draft | Rejection:
+    """Decode and validate an outbox file's bytes."""
+    too_big = check_size(len(raw))
+    if too_big:
+        return too_big
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return Rejection(
+            f"the file is not UTF-8 text (bad byte at offset {e.start}); write it as UTF-8."
+        )
+    try:
+        draft = _draft_decoder.decode(raw)
+    except msgspec.ValidationError as e:
+        return Rejection(f"the message does not match the schema: {e}. Use `hive send`.")
+    except msgspec.DecodeError as e:
+        return Rejection(f"the file is not valid JSON ({e}); use `hive send` to write messages.")
+    return check_draft(draft)
+
+
+def check_draft(draft: Draft) -> Draft | Rejection:
+    to = draft.to
+    if to not in SPECIAL_RECIPIENTS and to != HUMAN and not AGENT_ID_RE.match(to):
+        return Rejection(
+            f"`to` is {to!r}, which is not an agent id or one of god, human, broadcast, triage; "
+            "addresses are ids (see `hive roster`), never paths."
+        )
+    if len(draft.subject) > SUBJECT_MAX:
+        return Rejection(
+            f"the subject is {len(draft.subject)} characters, over the limit of {SUBJECT_MAX}; "
+            "shorten it and put details in the body."
+        )
+    body_bytes = len(draft.body.encode("utf-8"))
+    if body_bytes > BODY_MAX:
+        return Rejection(
+            f"the body is {body_bytes} bytes, over the limit of {BODY_MAX}; send a summary and "
+            "put large content in a file your teammate can read."
+        )
+    if not draft.subject.strip() and not draft.body.strip():
+        return Rejection("the message has neither a subject nor a body; say something.")
+    return draft
+
+
+# --- steps 2-4: normalise, resolve, hop cap ---------------------------------------------
+
+
+def normalise(draft: Draft, *, msg_id: str, sender: str, parent: Message | None) -> Message:
+    """The router-owned fields: id, from, created_at, hops, requires_reply, thread."""
+    if parent is not None:
+        conversation = parent.conversation
+        hops = parent.hops + 1
+        task = draft.task or parent.task
+    else:
+        conversation = draft.conversation if _is_safe_token(draft.conversation) else msg_id
+        hops = 0
+        task = draft.task
+    return Message(
+        id=msg_id,
+        conversation=conversation or msg_id,
+        in_reply_to=draft.in_reply_to,
+        sender=sender,
+        to=draft.to,
+        act=draft.act,
+        subject=draft.subject,
+        body=draft.body,
+        task=task,
+        hops=hops,
+        requires_reply=draft.act in REPLY_OBLIGING_ACTS,
+        needs_human=draft.needs_human,
+        created_at=created_at_of(msg_id),
+    )
+
+
+def plan_route(
+    draft: Draft, *, msg_id: str, sender: str, parent: Message | None, floor: Floor
+) -> RoutePlan | Rejection:
+    """Everything that happens to one valid draft. `parent` is the message it replies to,
+    looked up in the sender's own mail (None if it is not a reply or was not found)."""
+    if draft.in_reply_to is not None and parent is None:
+        return Rejection(
+            f"`in_reply_to` is {draft.in_reply_to!r}, which is not a message you received or "
+            "sent; reply with `hive reply MSGID` using an id from `hive inbox`."
+        )
+    to = draft.to
+    manager = floor.manager
+    if to == sender or (to == "god" and sender == manager):
+        return Rejection("a message to yourself is not delivered; write it to your memory instead.")
+
+    message = normalise(draft, msg_id=msg_id, sender=sender, parent=parent)
+    plan = RoutePlan(message=message)
+    # Whoever stands in for the manager when the manager itself is the one to be told.
+    escalate_to = manager if sender != manager else HUMAN
+
+    if message.hops > floor.hop_cap:
+        note = _notice(
+            message,
+            kind="loop",
+            to=escalate_to,
+            subject=f"[loop] {message.subject or message.act} ({sender} -> {to})",
+            body=(
+                f"A reply chain between {sender} and {to} reached {message.hops} hops, past the "
+                f"office's cap of {floor.hop_cap}, so it was not delivered to {to}. Settle the "
+                "question yourself or bring the person in.\n\n" + _quote(message)
+            ),
+        )
+        plan.deliveries.append(Delivery(escalate_to, note))
+        plan.deliveries.append(
+            Delivery(
+                sender,
+                _told(
+                    message,
+                    (
+                        f"Your message {message.id} to {to} was held: the thread passed the hop cap "
+                        f"({floor.hop_cap}). {_who(escalate_to)} has it now; stop replying in this thread."
+                    ),
+                ),
+            )
+        )
+        plan.log = _log(
+            message, "loop", [escalate_to], reason=f"hops {message.hops} > cap {floor.hop_cap}"
+        )
+        return plan
+
+    if to == "triage":
+        plan.triage = message
+        recipients: list[str] = []
+        if sender != manager:
+            plan.deliveries.append(
+                Delivery(
+                    manager,
+                    _notice(
+                        message,
+                        kind="triage",
+                        to=manager,
+                        subject=f"triage: {message.subject or message.body[:60]}",
+                        body=f"{sender} filed a triage request (triage/{message.id}.json):\n\n{message.body}",
+                    ),
+                )
+            )
+            recipients = [manager]
+        plan.log = _log(message, "triage", recipients)
+        return plan
+
+    if to == "god":
+        targets = [manager]
+    elif to == HUMAN:
+        # The manager is the person's proxy: it gets the message flagged, and the person's
+        # own inbox (shown in the app) gets it too.
+        message.needs_human = True
+        targets = [manager, HUMAN] if sender != manager else [HUMAN]
+    elif to == "broadcast":
+        targets = sorted(floor.receivers - {sender})
+    elif to in floor.receivers:
+        targets = [to]
+    else:
+        why = (
+            "is archived"
+            if to in floor.archived
+            else "only sends, it cannot receive mail"
+            if to in floor.send_only
+            else "is not on the roster"
+        )
+        note = _notice(
+            message,
+            kind="bounce",
+            to=escalate_to,
+            subject=f"[bounce] {message.subject or message.act} ({sender} -> {to})",
+            body=f"{sender} wrote to {to!r}, who {why}. Find the right teammate.\n\n"
+            + _quote(message),
+        )
+        plan.deliveries.append(Delivery(escalate_to, note))
+        plan.deliveries.append(
+            Delivery(
+                sender,
+                _told(
+                    message,
+                    (
+                        f"Your message {message.id} to {to!r} was not delivered: {to!r} {why}. "
+                        f"{_who(escalate_to)} has it now. See `hive roster` for who is on the floor."
+                    ),
+                ),
+            )
+        )
+        plan.log = _log(message, "bounce", [escalate_to], reason=f"{to} {why}")
+        return plan
+
+    plan.deliveries.extend(Delivery(t, message) for t in targets if t != sender)
+    if not plan.deliveries:
+        plan.deliveries.append(
+            Delivery(
+                sender,
+                _told(
+                    message,
+                    (
+                        f"Your broadcast {message.id} reached nobody: there is no other active agent."
+                    ),
+                ),
+            )
+        )
+    plan.log = _log(
+        message, "route", [d.recipient for d in plan.deliveries if d.message is message]
+    )
+    return plan
+
+
+def rejection_notice(msg_id: str, sender: str, source_name: str, reason: str) -> Message:
+    """Told to the sender of a quarantined file."""
+    return Message(
+        id=f"{msg_id}-bad",
+        conversation=f"{msg_id}-bad",
+        in_reply_to=None,
+        sender=ROUTER,
+        to=sender,
+        act="inform",
+        subject=f"Not delivered: outbox/{source_name}"[:SUBJECT_MAX],
+        body=(
+            f"Your outbox file {source_name} was not delivered and was moved to "
+            f"outbox/.bad/{msg_id}.json: {reason}"
+        ),
+        created_at=created_at_of(msg_id),
+    )
+
+
+def rejection_log(msg_id: str, sender: str, source_name: str, reason: str) -> LogEvent:
+    return LogEvent(
+        ts=created_at_of(msg_id),
+        kind="quarantine",
+        msg=msg_id,
+        sender=sender,
+        recipients=[sender],
+        reason=reason,
+        detail=source_name,
+    )
+
+
+# --- helpers ----------------------------------------------------------------------------
+
+
+def _is_safe_token(value: str | None) -> bool:
+    return bool(value) and len(value or "") <= 128 and "/" not in (value or "")
+
+
+def _who(agent: str) -> str:
+    return "The person" if agent == HUMAN else f"The manager ({agent})"
+
+
+def _quote(message: Message) -> str:
+    return (
+        f"--- original message {message.id} ---\n"
+        f"from: {message.sender}\nto: {message.to}\nact: {message.act}\n"
+        f"subject: {message.subject}\n\n{message.body}"
+    )
+
+
+def _notice(message: Message, *, kind: str, to: str, subject: str, body: str) -> Message:
+    """A message from the router about `message`, with an id derived from it so that
+    redoing the delivery after a crash writes the very same file."""
+    return Message(
+        id=f"{message.id}-{kind}",
+        conversation=message.conversation,
+        in_reply_to=None,
+        sender=ROUTER,
+        to=to,
+        act="inform",
+        subject=subject[:SUBJECT_MAX],
+        body=body,
+        task=message.task,
+        hops=message.hops,
+        needs_human=message.needs_human or (kind == "loop" and to == HUMAN),
+        created_at=message.created_at,
+    )
+
+
+def _told(message: Message, text: str) -> Message:
+    return _notice(
+        message,
+        kind="told",
+        to=message.sender,
+        subject=f"Not delivered: {message.subject or message.act}",
+        body=text,
+    )
+
+
+def _log(message: Message, kind: str, recipients: list[str], reason: str | None = None) -> LogEvent:
+    return LogEvent(
+        ts=message.created_at,
+        kind=kind,  # type: ignore[arg-type]
+        msg=message.id,
+        sender=message.sender,
+        to=message.to,
+        recipients=recipients,
+        act=message.act,
+        subject=message.subject,
+        reason=reason,
+    )
