@@ -77,7 +77,10 @@ def load_office(path: Path) -> OfficeConfig:
         config = msgspec.convert(data, OfficeConfig)
     except msgspec.ValidationError as e:
         match = re.search(r"at `\$\.(\w+)(?:\[(\d+)\])?(?:\.(\w+))?", str(e))
-        line = _line_of(text, *match.groups()) if match else None
+        table, index, key = match.groups() if match else (None, None, None)
+        unknown = re.search(r"unknown field `(\w+)`", str(e))
+        key = key or (unknown.group(1) if unknown else None)
+        line = _line_of(text, table, index, key) if table else None
         raise ConfigError(f"{path}{_at(line)}: {e}.") from None
     for table, index, key, reason in check_office(config):
         raise ConfigError(f"{path}{_at(_line_of(text, table, index, key))}: {reason}")
