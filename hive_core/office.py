@@ -142,7 +142,7 @@ class Office:
                 for who in {_owner(self.paths, p) for p in self.router.deferred} - {None}:
                     self.router.scan(who)  # type: ignore[arg-type]
             if loop.time() >= next_sweep:
-                self.router.recover()
+                self.router.finish_claims()
                 self.router.scan_all()
                 next_sweep = loop.time() + SWEEP_INTERVAL_S
 

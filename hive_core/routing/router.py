@@ -32,7 +32,14 @@ from pathlib import Path
 
 import msgspec
 
-from hive_core.fsio import append_line, atomic_write, is_temp_name, read_tail, write_new
+from hive_core.fsio import (
+    TEMP_PREFIX,
+    append_line,
+    atomic_write,
+    is_temp_name,
+    read_tail,
+    write_new,
+)
 from hive_core.ids import new_message_id
 from hive_core.mail import find_message
 from hive_core.paths import HivePaths
@@ -91,7 +98,17 @@ class Router:
         return sorted(self.floor.senders())
 
     def recover(self) -> RouteStats:
-        """Finish every claim a previous run left behind (a crash between steps)."""
+        """At start-up: sweep the temp files a crash left in folders only the office
+        writes, and finish every claim a previous run left behind."""
+        for who in self.senders():
+            box = self.paths.mailbox(who)
+            for folder in (box.inbox, box.sent, box.bad, box.routing):
+                _remove_temp_files(folder)
+        _remove_temp_files(self.paths.triage)
+        return self.finish_claims()
+
+    def finish_claims(self) -> RouteStats:
+        """Finish claims whose routing was interrupted (a crash between steps)."""
         stats = RouteStats()
         for who in self.senders():
             routing = self.paths.mailbox(who).routing
@@ -276,3 +293,14 @@ def _claims(folder: Path) -> Iterable[Path]:
     except FileNotFoundError:
         return []
     return [folder / n for n in names if _CLAIM_SEP in n and not is_temp_name(n)]
+
+
+def _remove_temp_files(folder: Path) -> None:
+    """Only call on folders no one but this process writes (the office lock holds)."""
+    try:
+        names = os.listdir(folder)
+    except FileNotFoundError:
+        return
+    for name in names:
+        if name.startswith(TEMP_PREFIX):
+            (folder / name).unlink(missing_ok=True)

@@ -1,0 +1,199 @@
+"""Routing benchmarks against a real `hive-office serve --no-agents` (prints, never asserts).
+
+  latency  `hive send` (the real CLI, a subprocess) returning -> file in the recipient's
+           inbox, 15 agents, office otherwise idle; p50/p99, and the ratio to the 1.5 s
+           polling of the desktop app this replaces.
+  burst    15 agents each send 400 messages as fast as they can (6,000); time to route all,
+           lost, duplicated, commits and commits per second, `git fsck`.
+  idle     CPU of an idle serve over 60 s (percent of one core).
+
+Usage: .venv/bin/python bench/bench_route.py [latency|burst|idle|all] [--samples N] [--idle-seconds S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import msgspec
+
+from hive_core.hive import init_office
+from hive_core.kick import kick
+from hive_core.mail import write_draft
+from hive_core.paths import HivePaths
+from hive_core.schema import Draft, Message
+
+AGENTS = [f"a{n:02d}" for n in range(15)]
+ROSTER = '[office]\nmanager = "a00"\n' + "".join(
+    f'\n[[agents]]\nid = "{a}"\nname = "{a}"\nprovider = "shell"\n' for a in AGENTS
+)
+BIN = Path(sys.executable).parent
+ORIGINAL_POLL_S = 1.5
+
+
+def make_office(root: Path) -> HivePaths:
+    home = root / "home"
+    home.mkdir()
+    (home / "office.toml").write_text(ROSTER)
+    paths = HivePaths(home)
+    init_office(paths)
+    return paths
+
+
+class Serve:
+    def __init__(self, paths: HivePaths) -> None:
+        self.paths = paths
+        self.proc = subprocess.Popen(
+            [str(BIN / "hive-office"), "serve", "--no-agents", "--home", str(paths.home)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 20
+        while not paths.kick_socket.exists():
+            if time.monotonic() > deadline:
+                raise SystemExit("serve did not start")
+            time.sleep(0.02)
+        time.sleep(0.3)
+
+    def cpu_seconds(self) -> float:
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self) -> int:
+        self.proc.terminate()
+        return self.proc.wait(timeout=120)
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def bench_latency(samples: int) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        paths = make_office(Path(d))
+        serve = Serve(paths)
+        rng = random.Random(7)
+        lat_ms: list[float] = []
+        env = {**os.environ, "HIVE_HOME": str(paths.home)}
+        try:
+            for _ in range(samples):
+                sender, to = rng.sample(AGENTS, 2)
+                inbox = paths.mailbox(to).inbox
+                before = len(json_names(inbox))
+                subprocess.run(
+                    [str(BIN / "hive"), "send", "--to", to, "--subject", "ping", "--body", "x"],
+                    env={**env, "HIVE_AGENT_ID": sender}, check=True, capture_output=True,
+                )
+                returned = time.perf_counter()
+                while len(json_names(inbox)) == before:
+                    if time.perf_counter() - returned > 5:
+                        raise SystemExit("a message took over 5 s")
+                lat_ms.append((time.perf_counter() - returned) * 1000)
+        finally:
+            serve.stop()
+    p50, p99 = statistics.median(lat_ms), pct(lat_ms, 0.99)
+    print(f"latency: {samples} sends, 15 agents: p50 {p50:.2f} ms, p99 {p99:.2f} ms, "
+          f"max {max(lat_ms):.2f} ms (target p50 <= 10, p99 <= 50); "
+          f"p50 is 1/{ORIGINAL_POLL_S * 1000 / p50:.0f} of the original app's 1.5 s poll")
+
+
+def bench_burst(per_agent: int = 400) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        paths = make_office(Path(d))
+        serve = Serve(paths)
+        head_before = git_count(paths)
+        total = per_agent * len(AGENTS)
+
+        def sender(who: str) -> None:
+            rng = random.Random(who)
+            box = paths.mailbox(who)
+            others = [a for a in AGENTS if a != who]
+            for n in range(per_agent):
+                write_draft(box, Draft(to=rng.choice(others), subject=f"{who}-{n}", body=f"{who}-{n}"))
+                kick(paths, who)
+
+        threads = [threading.Thread(target=sender, args=(a,)) for a in AGENTS]
+        start = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        written = time.perf_counter() - start
+        while count_inboxes(paths) < total and time.perf_counter() - start < 120:
+            time.sleep(0.005)
+        routed = time.perf_counter() - start
+        # Commits made while routing, then let the last batch land.
+        time.sleep(1.5)
+        commits_during = git_count(paths) - head_before
+        code = serve.stop()
+        fsck = subprocess.run(["git", "-C", str(paths.hive), "fsck", "--strict"],
+                              capture_output=True, text=True)
+        delivered: Counter[str] = Counter()
+        decoder = msgspec.json.Decoder(Message)
+        for who in AGENTS:
+            for p in paths.mailbox(who).inbox.glob("*.json"):
+                delivered[decoder.decode(p.read_bytes()).body] += 1
+        lost = total - len(delivered)
+        dup = sum(c - 1 for c in delivered.values() if c > 1)
+        print(f"burst: {total} messages from 15 agents: written in {written:.2f} s, all routed in "
+              f"{routed:.2f} s (target <= 10 s), {total / routed:.0f} msg/s; lost {lost}, "
+              f"duplicated {dup}; {commits_during} commits ({commits_during / routed:.1f}/s, "
+              f"{total / max(commits_during, 1):.0f} messages per commit); serve exit {code}; "
+              f"git fsck {'clean' if fsck.returncode == 0 else 'FAILED: ' + fsck.stderr[:200]}")
+
+
+def bench_idle(seconds: float) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        paths = make_office(Path(d))
+        serve = Serve(paths)
+        time.sleep(2)
+        c0, t0 = serve.cpu_seconds(), time.monotonic()
+        time.sleep(seconds)
+        c1, t1 = serve.cpu_seconds(), time.monotonic()
+        serve.stop()
+    print(f"idle: serve used {100 * (c1 - c0) / (t1 - t0):.2f}% of one core over {t1 - t0:.0f} s "
+          f"(target < 1%)")
+
+
+def json_names(folder: Path) -> list[str]:
+    return [n for n in os.listdir(folder) if n.endswith(".json") and not n.startswith(".")]
+
+
+def count_inboxes(paths: HivePaths) -> int:
+    return sum(len(json_names(paths.mailbox(a).inbox)) for a in AGENTS)
+
+
+def git_count(paths: HivePaths) -> int:
+    out = subprocess.run(["git", "-C", str(paths.hive), "rev-list", "--count", "HEAD"],
+                         capture_output=True, text=True)
+    return int(out.stdout.strip() or 0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("which", nargs="?", default="all", choices=["latency", "burst", "idle", "all"])
+    parser.add_argument("--samples", type=int, default=300)
+    parser.add_argument("--idle-seconds", type=float, default=60)
+    args = parser.parse_args()
+    if shutil.which("git") is None:
+        raise SystemExit("git is needed for fsck")
+    if args.which in ("latency", "all"):
+        bench_latency(args.samples)
+    if args.which in ("burst", "all"):
+        bench_burst()
+    if args.which in ("idle", "all"):
+        bench_idle(args.idle_seconds)
+
+
+if __name__ == "__main__":
+    main()
