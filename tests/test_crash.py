@@ -55,7 +55,6 @@ def pending(paths: HivePaths) -> int:
     return count
 
 
-@pytest.mark.slow
 # More rounds for a soak: HIVE_CRASH_SEEDS=1-40 pytest tests/test_crash.py
 _lo, _, _hi = os.environ.get("HIVE_CRASH_SEEDS", "1-2").partition("-")
 SEEDS = list(range(int(_lo), int(_hi or _lo) + 1))
