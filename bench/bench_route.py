@@ -55,7 +55,8 @@ class Serve:
         self.paths = paths
         self.proc = subprocess.Popen(
             [str(BIN / "hive-office"), "serve", "--no-agents", "--home", str(paths.home)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + 20
         while not paths.kick_socket.exists():
@@ -92,7 +93,9 @@ def bench_latency(samples: int) -> None:
                 before = len(json_names(inbox))
                 subprocess.run(
                     [str(BIN / "hive"), "send", "--to", to, "--subject", "ping", "--body", "x"],
-                    env={**env, "HIVE_AGENT_ID": sender}, check=True, capture_output=True,
+                    env={**env, "HIVE_AGENT_ID": sender},
+                    check=True,
+                    capture_output=True,
                 )
                 returned = time.perf_counter()
                 while len(json_names(inbox)) == before:
@@ -102,9 +105,11 @@ def bench_latency(samples: int) -> None:
         finally:
             serve.stop()
     p50, p99 = statistics.median(lat_ms), pct(lat_ms, 0.99)
-    print(f"latency: {samples} sends, 15 agents: p50 {p50:.2f} ms, p99 {p99:.2f} ms, "
-          f"max {max(lat_ms):.2f} ms (target p50 <= 10, p99 <= 50); "
-          f"p50 is 1/{ORIGINAL_POLL_S * 1000 / p50:.0f} of the original app's 1.5 s poll")
+    print(
+        f"latency: {samples} sends, 15 agents: p50 {p50:.2f} ms, p99 {p99:.2f} ms, "
+        f"max {max(lat_ms):.2f} ms (target p50 <= 10, p99 <= 50); "
+        f"p50 is 1/{ORIGINAL_POLL_S * 1000 / p50:.0f} of the original app's 1.5 s poll"
+    )
 
 
 def bench_burst(per_agent: int = 400) -> None:
@@ -119,7 +124,9 @@ def bench_burst(per_agent: int = 400) -> None:
             box = paths.mailbox(who)
             others = [a for a in AGENTS if a != who]
             for n in range(per_agent):
-                write_draft(box, Draft(to=rng.choice(others), subject=f"{who}-{n}", body=f"{who}-{n}"))
+                write_draft(
+                    box, Draft(to=rng.choice(others), subject=f"{who}-{n}", body=f"{who}-{n}")
+                )
                 kick(paths, who)
 
         threads = [threading.Thread(target=sender, args=(a,)) for a in AGENTS]
@@ -136,8 +143,9 @@ def bench_burst(per_agent: int = 400) -> None:
         time.sleep(1.5)
         commits_during = git_count(paths) - head_before
         code = serve.stop()
-        fsck = subprocess.run(["git", "-C", str(paths.hive), "fsck", "--strict"],
-                              capture_output=True, text=True)
+        fsck = subprocess.run(
+            ["git", "-C", str(paths.hive), "fsck", "--strict"], capture_output=True, text=True
+        )
         delivered: Counter[str] = Counter()
         decoder = msgspec.json.Decoder(Message)
         for who in AGENTS:
@@ -145,11 +153,13 @@ def bench_burst(per_agent: int = 400) -> None:
                 delivered[decoder.decode(p.read_bytes()).body] += 1
         lost = total - len(delivered)
         dup = sum(c - 1 for c in delivered.values() if c > 1)
-        print(f"burst: {total} messages from 15 agents: written in {written:.2f} s, all routed in "
-              f"{routed:.2f} s (target <= 10 s), {total / routed:.0f} msg/s; lost {lost}, "
-              f"duplicated {dup}; {commits_during} commits ({commits_during / routed:.1f}/s, "
-              f"{total / max(commits_during, 1):.0f} messages per commit); serve exit {code}; "
-              f"git fsck {'clean' if fsck.returncode == 0 else 'FAILED: ' + fsck.stderr[:200]}")
+        print(
+            f"burst: {total} messages from 15 agents: written in {written:.2f} s, all routed in "
+            f"{routed:.2f} s (target <= 10 s), {total / routed:.0f} msg/s; lost {lost}, "
+            f"duplicated {dup}; {commits_during} commits ({commits_during / routed:.1f}/s, "
+            f"{total / max(commits_during, 1):.0f} messages per commit); serve exit {code}; "
+            f"git fsck {'clean' if fsck.returncode == 0 else 'FAILED: ' + fsck.stderr[:200]}"
+        )
 
 
 def bench_idle(seconds: float) -> None:
@@ -161,8 +171,10 @@ def bench_idle(seconds: float) -> None:
         time.sleep(seconds)
         c1, t1 = serve.cpu_seconds(), time.monotonic()
         serve.stop()
-    print(f"idle: serve used {100 * (c1 - c0) / (t1 - t0):.2f}% of one core over {t1 - t0:.0f} s "
-          f"(target < 1%)")
+    print(
+        f"idle: serve used {100 * (c1 - c0) / (t1 - t0):.2f}% of one core over {t1 - t0:.0f} s "
+        f"(target < 1%)"
+    )
 
 
 def json_names(folder: Path) -> list[str]:
@@ -174,14 +186,21 @@ def count_inboxes(paths: HivePaths) -> int:
 
 
 def git_count(paths: HivePaths) -> int:
-    out = subprocess.run(["git", "-C", str(paths.hive), "rev-list", "--count", "HEAD"],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        ["git", "-C", str(paths.hive), "rev-list", "--count", "HEAD"],
+        capture_output=True,
+        text=True,
+    )
     return int(out.stdout.strip() or 0)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("which", nargs="?", default="all", choices=["latency", "burst", "idle", "all"])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "which", nargs="?", default="all", choices=["latency", "burst", "idle", "all"]
+    )
     parser.add_argument("--samples", type=int, default=300)
     parser.add_argument("--idle-seconds", type=float, default=60)
     args = parser.parse_args()

@@ -108,10 +108,13 @@ class Office:
         self.router.recover()
         self.router.scan_all()
         kick = await self._open_kick_socket()
-        tasks = [
+        # The committer stops last, after the final routing pass, so its last commit
+        # holds everything.
+        commit_stop = asyncio.Event()
+        committing = asyncio.create_task(self.committer.run(commit_stop), name="commit")
+        routing = [
             asyncio.create_task(self._watch(stop), name="watch"),
             asyncio.create_task(self._route_loop(stop), name="route"),
-            asyncio.create_task(self.committer.run(stop), name="commit"),
         ]
         try:
             await stop.wait()
@@ -119,10 +122,10 @@ class Office:
             self._wake.set()
             kick.close()
             self.paths.kick_socket.unlink(missing_ok=True)
-            # Route whatever arrived up to now, then let the committer's final commit run.
-            await asyncio.gather(*tasks[:2], return_exceptions=True)
+            await asyncio.gather(*routing, return_exceptions=True)
             self.router.scan_all()
-            await tasks[2]
+            commit_stop.set()
+            await committing
 
     async def _route_loop(self, stop: asyncio.Event) -> None:
         """Route kicked outboxes at once; sweep everything now and then."""
@@ -139,8 +142,9 @@ class Office:
             for who in sorted(kicked):
                 self.router.scan(who)
             if self.router.deferred:
-                for who in {_owner(self.paths, p) for p in self.router.deferred} - {None}:
-                    self.router.scan(who)  # type: ignore[arg-type]
+                for owner in {_owner(self.paths, p) for p in self.router.deferred}:
+                    if owner:
+                        self.router.scan(owner)
             if loop.time() >= next_sweep:
                 self.router.finish_claims()
                 self.router.scan_all()

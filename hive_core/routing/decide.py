@@ -143,17 +143,22 @@ def check_draft(draft: Draft) -> Draft | Rejection:
 
 def normalise(draft: Draft, *, msg_id: str, sender: str, parent: Message | None) -> Message:
     """The router-owned fields: id, from, created_at, hops, requires_reply, thread."""
+    conversation: str
     if parent is not None:
         conversation = parent.conversation
         hops = parent.hops + 1
         task = draft.task or parent.task
     else:
-        conversation = draft.conversation if _is_safe_token(draft.conversation) else msg_id
+        conversation = (
+            draft.conversation
+            if draft.conversation and _is_safe_token(draft.conversation)
+            else msg_id
+        )
         hops = 0
         task = draft.task
     return Message(
         id=msg_id,
-        conversation=conversation or msg_id,
+        conversation=conversation,
         in_reply_to=draft.in_reply_to,
         sender=sender,
         to=draft.to,
@@ -333,8 +338,8 @@ def rejection_log(msg_id: str, sender: str, source_name: str, reason: str) -> Lo
 # --- helpers ----------------------------------------------------------------------------
 
 
-def _is_safe_token(value: str | None) -> bool:
-    return bool(value) and len(value or "") <= 128 and "/" not in (value or "")
+def _is_safe_token(value: str) -> bool:
+    return 0 < len(value) <= 128 and "/" not in value
 
 
 def _who(agent: str) -> str:

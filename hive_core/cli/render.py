@@ -1,0 +1,119 @@
+"""Plain-text views of mail, the roster and the log for `hive` (pure: data in, text out).
+
+Everything shown here was written by someone else (another agent, the router), so
+control characters are made visible: an escape sequence in a message must not be able
+to repaint the reader's terminal.
+"""
+
+from __future__ import annotations
+
+import re
+
+from hive_core.schema import LogEvent, Message, Registry
+
+PREVIEW_WIDTH = 100
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def clean(text: str) -> str:
+    """`text` with control characters (but newlines and tabs) shown as `\\xNN`."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def one_line(text: str, width: int = PREVIEW_WIDTH) -> str:
+    flat = " ".join(clean(text).split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def _flags(msg: Message) -> str:
+    flags = []
+    if msg.requires_reply:
+        flags.append("reply expected")
+    if msg.needs_human:
+        flags.append("needs human")
+    if msg.task:
+        flags.append(f"task {msg.task}")
+    return f"  [{', '.join(flags)}]" if flags else ""
+
+
+def inbox(messages: list[Message]) -> str:
+    if not messages:
+        return "No unread mail."
+    sender_w = max(len(m.sender) for m in messages)
+    act_w = max(len(m.act) for m in messages)
+    noun = "message" if len(messages) == 1 else "messages"
+    lines = [f"{len(messages)} unread {noun}, oldest first:"]
+    for m in messages:
+        subject = one_line(m.subject) or "(no subject)"
+        lines.append(f"  {m.id}  {m.sender:<{sender_w}}  {m.act:<{act_w}}  {subject}{_flags(m)}")
+        if m.body.strip():
+            lines.append(f"      {one_line(m.body)}")
+    lines.append(
+        "Read one: `hive read ID`. Answer: `hive reply ID --body ...`. Then `hive done ID`."
+    )
+    return "\n".join(lines)
+
+
+def message(msg: Message, state: str) -> str:
+    """One message in full; `state` says where it sits (unread, done, sent)."""
+    act = f"{msg.act} (reply expected)" if msg.requires_reply else msg.act
+    fields = [
+        ("id", msg.id),
+        ("from", msg.sender),
+        ("to", msg.to),
+        ("act", act),
+        ("subject", clean(msg.subject) or "(no subject)"),
+        ("date", msg.created_at),
+        ("thread", msg.conversation),
+        ("reply to", msg.in_reply_to),
+        ("task", msg.task),
+        ("hops", str(msg.hops) if msg.hops else None),
+        ("needs human", "yes" if msg.needs_human else None),
+        ("state", state),
+    ]
+    lines = [f"{name + ':':<13}{value}" for name, value in fields if value]
+    lines.append("")
+    lines.append(clean(msg.body).rstrip("\n") or "(empty body)")
+    if state == "unread":
+        lines.append("")
+        lines.append(f"Answer: `hive reply {msg.id} --body ...`. Processed: `hive done {msg.id}`.")
+    return "\n".join(lines)
+
+
+def roster(registry: Registry, caller: str) -> str:
+    rows = [("ID", "NAME", "PROVIDER", "STATUS", "ROLE")]
+    for entry in registry.agents:
+        marks = ("*" if entry.manager else "") + (" (you)" if entry.id == caller else "")
+        extras = [x for x, on in (("web", entry.web), ("send-only", entry.send_only)) if on]
+        role = entry.role + (f" [{', '.join(extras)}]" if extras else "")
+        rows.append((entry.id + marks, entry.name, entry.provider, entry.status, role))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    lines = [f"{registry.office}: manager {registry.manager} (*), you are {caller}"]
+    for row in rows:
+        cells = [cell.ljust(width) for cell, width in zip(row[:4], widths, strict=True)]
+        lines.append("  ".join([*cells, row[4]]).rstrip())
+    lines.append("Address a teammate by ID; also god (the manager), human, broadcast, triage.")
+    return "\n".join(lines)
+
+
+def log_event(event: LogEvent) -> str:
+    when = event.ts[:19].replace("T", " ")
+    parts = []
+    if event.sender or event.to:
+        route = f"{event.sender or '?'} -> {event.to or '?'}"
+        delivered = ", ".join(event.recipients)
+        if delivered and delivered != event.to:
+            route += f" ({delivered})"
+        parts.append(route)
+    elif event.agent:
+        parts.append(event.agent)
+    if event.act:
+        parts.append(event.act)
+    if event.subject:
+        parts.append(repr(one_line(event.subject, 60)))
+    if event.msg:
+        parts.append(event.msg)
+    for extra in (event.reason, event.detail):
+        if extra:
+            parts.append(f"- {one_line(extra)}")
+    return f"{when}  {event.kind:<10}  {'  '.join(parts)}".rstrip()

@@ -1,0 +1,617 @@
+"""The `hive` command line: every verb's happy path and every refusal (nothing written)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import msgspec
+import pytest
+from click.testing import CliRunner, Result
+
+from hive_core import mail
+from hive_core.cli.hive import cli
+from hive_core.fsio import append_line
+from hive_core.hive import init_office, read_registry, write_registry
+from hive_core.ids import created_at_of, new_message_id
+from hive_core.paths import HivePaths
+from hive_core.schema import (
+    BODY_MAX,
+    SUBJECT_MAX,
+    Cursor,
+    Draft,
+    LogEvent,
+    Message,
+    Registry,
+)
+
+HIVE_BIN = Path(sys.executable).parent / "hive"
+
+
+def hive(
+    paths: HivePaths, *args: str, agent: str | None = None, stdin: bytes | str | None = None
+) -> Result:
+    env = {"HIVE_HOME": str(paths.home), "HIVE_AGENT_ID": agent}
+    return CliRunner(env=env).invoke(cli, list(args), input=stdin)
+
+
+def deliver(paths: HivePaths, to: str, *, sender: str = "jim", **fields: object) -> Message:
+    """Put a routed message straight into an inbox, as the router would."""
+    message_id = new_message_id()
+    message = msgspec.convert(
+        {
+            "id": message_id,
+            "conversation": message_id,
+            "in_reply_to": None,
+            "from": sender,
+            "to": to,
+            "act": "inform",
+            "subject": "Hello",
+            "body": "Body text",
+            "created_at": created_at_of(message_id),
+            **fields,
+        },
+        Message,
+    )
+    inbox = paths.mailbox(to).inbox
+    (inbox / f"{message_id}.json").write_bytes(msgspec.json.encode(message))
+    return message
+
+
+def drafts(paths: HivePaths, who: str) -> list[Draft]:
+    files = mail.message_files(paths.mailbox(who).outbox)
+    return [msgspec.json.decode(f.read_bytes(), type=Draft) for f in files]
+
+
+def log_event(paths: HivePaths, **fields: object) -> None:
+    event = msgspec.convert({"ts": "2026-11-30T09:00:00.000Z", **fields}, LogEvent)
+    append_line(paths.log, msgspec.json.encode(event))
+
+
+# --- send ------------------------------------------------------------------------------
+
+
+def test_send_without_office_leaves_one_valid_draft(office_home: HivePaths) -> None:
+    result = hive(
+        office_home,
+        *("send", "--to", "pam", "--act", "request", "--subject", "Review"),
+        *("--task", "T-1", "--needs-human", "--body", "Please look at parse()"),
+        agent="jim",
+    )
+    assert result.exit_code == 0, result.output
+    assert "queued agents/jim/outbox/" in result.stdout
+    assert "office is not running" in result.stdout
+    assert drafts(office_home, "jim") == [
+        Draft(
+            to="pam",
+            act="request",
+            subject="Review",
+            body="Please look at parse()",
+            task="T-1",
+            needs_human=True,
+        )
+    ]
+    files = os.listdir(office_home.mailbox("jim").outbox)
+    assert len([f for f in files if not f.startswith(".")]) == 1
+
+
+def test_send_as_human_goes_to_the_human_outbox(office_home: HivePaths) -> None:
+    result = hive(office_home, "send", "--to", "god", "--body", "hi")
+    assert result.exit_code == 0, result.output
+    assert [d.to for d in drafts(office_home, "human")] == ["god"]
+
+
+def test_send_kicks_a_running_office() -> None:
+    # A short home path: Unix socket paths are limited to ~100 bytes.
+    home = Path(tempfile.mkdtemp(prefix="hive-", dir="/tmp"))
+    paths = HivePaths(home)
+    init_office(paths)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
+        sock.bind(str(paths.kick_socket))
+        result = hive(paths, "send", "--to", "jim", "--body", "hi", agent="pam")
+        assert result.exit_code == 0, result.output
+        assert result.stdout.startswith("sent to jim")
+        assert sock.recv(64) == b"pam"
+    finally:
+        sock.close()
+        shutil.rmtree(home)
+
+
+@pytest.mark.parametrize("flag", [["--body", "-"], ["-"]])
+def test_send_body_from_stdin(office_home: HivePaths, flag: list[str]) -> None:
+    result = hive(office_home, "send", "--to", "pam", *flag, agent="jim", stdin="line 1\nline 2\n")
+    assert result.exit_code == 0, result.output
+    assert drafts(office_home, "jim")[0].body == "line 1\nline 2\n"
+
+
+def test_send_subject_only_is_allowed(office_home: HivePaths) -> None:
+    result = hive(office_home, "send", "--to", "pam", "--subject", "ping", agent="jim")
+    assert result.exit_code == 0, result.output
+
+
+REFUSED_SENDS = {
+    "unknown recipient": (["--to", "dwight", "--body", "x"], "no agent 'dwight'"),
+    "path-like recipient": (["--to", "../jim", "--body", "x"], "not an address"),
+    "absolute path recipient": (["--to", "/etc", "--body", "x"], "not an address"),
+    "reserved non-address": (["--to", "router", "--body", "x"], "no agent 'router'"),
+    "to yourself": (["--to", "jim", "--body", "x"], "is you"),
+    "empty": (["--to", "pam", "--body", "  "], "the message is empty"),
+    "long subject": (["--to", "pam", "--subject", "s" * (SUBJECT_MAX + 1), "--body", "x"], "limit"),
+    "two-line subject": (["--to", "pam", "--subject", "a\nb", "--body", "x"], "one line"),
+    "big body": (["--to", "pam", "--body", "é" * (BODY_MAX // 2 + 1)], "limit is 65536"),
+    "stray argument": (["--to", "pam", "hello"], "unexpected argument 'hello'"),
+    "body twice": (["--to", "pam", "--body", "x", "-"], "give the body once"),
+}
+
+
+@pytest.mark.parametrize("case", REFUSED_SENDS)
+def test_send_refusals_write_nothing(office_home: HivePaths, case: str) -> None:
+    args, expected = REFUSED_SENDS[case]
+    result = hive(office_home, "send", *args, agent="jim")
+    assert result.exit_code == 2, result.output
+    assert expected in result.stderr
+    assert result.stderr.startswith("hive: ")
+    assert drafts(office_home, "jim") == []
+
+
+def test_manager_cannot_mail_god(office_home: HivePaths) -> None:
+    result = hive(office_home, "send", "--to", "god", "--body", "x", agent="michael")
+    assert result.exit_code == 2
+    assert "'god' is you" in result.stderr
+
+
+def test_send_refuses_an_archived_agent(office_home: HivePaths) -> None:
+    with office_home.office_toml.open("a") as f:
+        f.write('\n[[agents]]\nid = "ryan"\nname = "Ryan"\narchived = true\n')
+    result = hive(office_home, "send", "--to", "ryan", "--body", "x", agent="jim")
+    assert result.exit_code == 2
+    assert "archived" in result.stderr
+    assert drafts(office_home, "jim") == []
+
+
+def test_send_refuses_an_invalid_act(office_home: HivePaths) -> None:
+    result = hive(office_home, "send", "--to", "pam", "--act", "shout", "--body", "x")
+    assert result.exit_code == 2
+    assert "shout" in result.stderr
+    assert drafts(office_home, "human") == []
+
+
+@pytest.mark.parametrize(
+    ("stdin", "expected"),
+    [(b"caf\xe9\n", "not UTF-8"), (b"x" * (BODY_MAX + 1), "more than 65536 bytes")],
+)
+def test_send_refuses_bad_stdin(office_home: HivePaths, stdin: bytes, expected: str) -> None:
+    result = hive(office_home, "send", "--to", "pam", "-", agent="jim", stdin=stdin)
+    assert result.exit_code == 2
+    assert expected in result.stderr
+    assert drafts(office_home, "jim") == []
+
+
+def test_bad_agent_id_is_refused(office_home: HivePaths) -> None:
+    result = hive(office_home, "send", "--to", "pam", "--body", "x", agent="../../etc")
+    assert result.exit_code == 2
+    assert "HIVE_AGENT_ID is '../../etc'" in result.stderr
+    assert not (office_home.agents_dir / "../../etc").exists()
+
+
+# --- reply -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("subject", ["Plan", "Re: Plan", "RE: Plan"])
+def test_reply_threads_to_the_sender(office_home: HivePaths, subject: str) -> None:
+    parent = deliver(
+        office_home,
+        "pam",
+        sender="jim",
+        subject=subject,
+        act="query",
+        task="T-7",
+        conversation="conv-1",
+    )
+    result = hive(office_home, "reply", parent.id, "--act", "agree", "--body", "Yes", agent="pam")
+    assert result.exit_code == 0, result.output
+    assert drafts(office_home, "pam") == [
+        Draft(
+            to="jim",
+            act="agree",
+            subject=subject if subject.lower().startswith("re:") else f"Re: {subject}",
+            body="Yes",
+            in_reply_to=parent.id,
+            conversation="conv-1",
+            task="T-7",
+        )
+    ]
+
+
+def test_reply_to_a_done_message_works(office_home: HivePaths) -> None:
+    parent = deliver(office_home, "pam", sender="michael")
+    assert mail.mark_done(office_home.mailbox("pam"), parent.id)
+    result = hive(office_home, "reply", parent.id, "-", agent="pam", stdin="ok")
+    assert result.exit_code == 0, result.output
+    assert drafts(office_home, "pam")[0].to == "michael"
+
+
+def test_reply_refusals(office_home: HivePaths) -> None:
+    unknown = hive(office_home, "reply", "20261130T000000000000Z-abc", "--body", "x", agent="pam")
+    assert unknown.exit_code == 1
+    assert "no message" in unknown.stderr and "hive inbox" in unknown.stderr
+
+    path_like = hive(office_home, "reply", "../../jim/inbox/x", "--body", "x", agent="pam")
+    assert path_like.exit_code == 1
+
+    from_router = deliver(office_home, "pam", sender="router")
+    bounced = hive(office_home, "reply", from_router.id, "--body", "x", agent="pam")
+    assert bounced.exit_code == 1
+    assert "cannot reply" in bounced.stderr
+
+    # A message pam sent (archived by the router in outbox/.sent) is not answerable by pam.
+    mine = deliver(office_home, "jim", sender="pam")
+    sent = office_home.mailbox("pam").sent
+    (office_home.mailbox("jim").inbox / f"{mine.id}.json").rename(sent / f"{mine.id}.json")
+    own = hive(office_home, "reply", mine.id, "--body", "x", agent="pam")
+    assert own.exit_code == 2
+    assert "you sent" in own.stderr
+
+    parent = deliver(office_home, "pam")
+    empty = hive(office_home, "reply", parent.id, "--body", "", agent="pam")
+    assert empty.exit_code == 2
+    assert drafts(office_home, "pam") == []
+
+
+# --- inbox, read, done -----------------------------------------------------------------
+
+
+def test_inbox_text_and_json(office_home: HivePaths) -> None:
+    first = deliver(
+        office_home, "pam", sender="jim", subject="First", act="request", requires_reply=True
+    )
+    second = deliver(
+        office_home, "pam", sender="michael", subject="Second", body="line one\nline two"
+    )
+    text = hive(office_home, "inbox", agent="pam")
+    assert text.exit_code == 0, text.output
+    lines = text.stdout.splitlines()
+    assert lines[0] == "2 unread messages, oldest first:"
+    assert first.id in lines[1] and "jim" in lines[1] and "request" in lines[1]
+    assert "First" in lines[1] and "reply expected" in lines[1]
+    assert second.id in text.stdout and "line one line two" in text.stdout
+    assert "hive read ID" in lines[-1]
+
+    as_json = hive(office_home, "inbox", "--json", agent="pam")
+    messages = msgspec.json.decode(as_json.stdout, type=list[Message])
+    assert [m.id for m in messages] == [first.id, second.id]
+
+
+def test_inbox_empty(office_home: HivePaths) -> None:
+    assert hive(office_home, "inbox", agent="jim").stdout == "No unread mail.\n"
+    assert hive(office_home, "inbox", "--json", agent="jim").stdout == "[]\n"
+
+
+def test_inbox_neutralises_escape_sequences(office_home: HivePaths) -> None:
+    deliver(office_home, "pam", subject="\x1b[2Jwiped", body="\x1b]0;title\x07")
+    out = hive(office_home, "inbox", agent="pam").stdout
+    assert "\x1b" not in out and "\\x1b[2Jwiped" in out
+
+
+def test_read_text_json_and_missing(office_home: HivePaths) -> None:
+    message = deliver(
+        office_home,
+        "pam",
+        sender="jim",
+        subject="Spec",
+        body="All of it.",
+        task="T-2",
+        needs_human=True,
+    )
+    text = hive(office_home, "read", message.id, agent="pam")
+    assert text.exit_code == 0, text.output
+    assert "from:        jim" in text.stdout
+    assert "state:       unread" in text.stdout
+    assert "needs human: yes" in text.stdout
+    assert "All of it." in text.stdout
+
+    as_json = hive(office_home, "read", message.id, "--json", agent="pam")
+    assert msgspec.json.decode(as_json.stdout, type=Message) == message
+    assert (office_home.mailbox("pam").inbox / f"{message.id}.json").exists()  # still unread
+
+    mail.mark_done(office_home.mailbox("pam"), message.id)
+    assert "state:       done" in hive(office_home, "read", message.id, agent="pam").stdout
+
+    missing = hive(office_home, "read", message.id, agent="jim")
+    assert missing.exit_code == 1
+    assert "no message" in missing.stderr
+
+
+def test_done_moves_to_done_and_advances_cursor(office_home: HivePaths) -> None:
+    box = office_home.mailbox("pam")
+    first = deliver(office_home, "pam")
+    second = deliver(office_home, "pam")
+    result = hive(office_home, "done", first.id, agent="pam")
+    assert result.exit_code == 0, result.output
+    assert not (box.inbox / f"{first.id}.json").exists()
+    assert (box.done / f"{first.id}.json").exists()
+    assert msgspec.json.decode(box.cursor.read_bytes(), type=Cursor).last_processed == first.id
+
+    again = hive(office_home, "done", first.id, agent="pam")
+    assert again.exit_code == 0
+    assert "already done" in again.stdout
+
+    everything = hive(office_home, "done", "--all", agent="pam")
+    assert everything.exit_code == 0
+    assert "marked 1 message done" in everything.stdout
+    assert mail.message_files(box.inbox) == []
+    assert msgspec.json.decode(box.cursor.read_bytes(), type=Cursor).last_processed == second.id
+    assert "nothing to mark" in hive(office_home, "done", "--all", agent="pam").stdout
+
+
+def test_done_refusals(office_home: HivePaths) -> None:
+    message = deliver(office_home, "pam")
+    neither = hive(office_home, "done", agent="pam")
+    assert neither.exit_code == 2
+    both = hive(office_home, "done", message.id, "--all", agent="pam")
+    assert both.exit_code == 2
+    escape = hive(office_home, "done", f"../inbox/{message.id}", agent="pam")
+    assert escape.exit_code == 1
+    unknown = hive(office_home, "done", "nope", message.id, agent="pam")
+    assert unknown.exit_code == 1
+    assert "not in your inbox: nope" in unknown.stderr
+    assert "marked 1 message done" in unknown.stdout  # the good id was still processed
+
+
+# --- board, triage ---------------------------------------------------------------------
+
+
+def test_board_read(office_home: HivePaths) -> None:
+    result = hive(office_home, "board", agent="jim")
+    assert result.exit_code == 0
+    assert result.stdout == office_home.board.read_text()
+
+
+@pytest.mark.parametrize("who", ["jim", None])
+def test_board_write_refused_for_non_manager(office_home: HivePaths, who: str | None) -> None:
+    before = office_home.board.read_bytes()
+    result = hive(office_home, "board", "--write", "-", agent=who, stdin="# Mine now\n")
+    assert result.exit_code == 1
+    assert "only the manager (michael)" in result.stderr
+    assert "hive triage" in result.stderr
+    assert office_home.board.read_bytes() == before
+
+
+def test_board_write_by_manager(office_home: HivePaths, tmp_path: Path) -> None:
+    plan = tmp_path / "plan.md"
+    plan.write_text("# Board\n\n- ship it\n")
+    result = hive(office_home, "board", "--write", str(plan), agent="michael")
+    assert result.exit_code == 0, result.output
+    assert office_home.board.read_text() == "# Board\n\n- ship it\n"
+
+    piped = hive(office_home, "board", "--write", "-", agent="michael", stdin="# v2\n")
+    assert piped.exit_code == 0
+    assert office_home.board.read_text() == "# v2\n"
+
+    missing = hive(office_home, "board", "--write", str(tmp_path / "nope.md"), agent="michael")
+    assert missing.exit_code == 2
+    assert office_home.board.read_text() == "# v2\n"
+
+
+def test_triage_files_a_request(office_home: HivePaths) -> None:
+    result = hive(office_home, "triage", "Flaky test\n\ntest_router times out", agent="jim")
+    assert result.exit_code == 0, result.output
+    assert drafts(office_home, "jim") == [
+        Draft(
+            to="triage",
+            act="request",
+            subject="Flaky test",
+            body="Flaky test\n\ntest_router times out",
+        )
+    ]
+
+
+def test_triage_joins_words_and_caps_subject(office_home: HivePaths) -> None:
+    hive(office_home, "triage", "parser", "crashes", agent="jim")
+    hive(office_home, "triage", "-", agent="pam", stdin="x" * 500)
+    assert drafts(office_home, "jim")[0].subject == "parser crashes"
+    subject = drafts(office_home, "pam")[0].subject
+    assert len(subject) == SUBJECT_MAX and subject.endswith("…")
+
+
+def test_triage_empty_is_refused(office_home: HivePaths) -> None:
+    result = hive(office_home, "triage", "  ", agent="jim")
+    assert result.exit_code == 2
+    assert drafts(office_home, "jim") == []
+
+
+# --- roster, log -----------------------------------------------------------------------
+
+
+def test_roster_json_and_text(office_home: HivePaths) -> None:
+    registry = read_registry(office_home)
+    assert registry is not None
+    registry.agents[1].status = "working"
+    write_registry(office_home, registry)
+
+    result = hive(office_home, "roster", "--json", agent="jim")
+    decoded = msgspec.json.decode(result.stdout, type=Registry)
+    assert decoded.manager == "michael"
+    assert [(a.id, a.manager, a.status) for a in decoded.agents] == [
+        ("michael", True, "offline"),
+        ("jim", False, "working"),
+        ("pam", False, "offline"),
+        ("pete", False, "offline"),
+    ]
+    text = hive(office_home, "roster", agent="jim").stdout
+    assert "michael*" in text and "jim (you)" in text and "working" in text
+
+
+def test_log_filters_by_agent(office_home: HivePaths) -> None:
+    log_event(
+        office_home,
+        kind="route",
+        msg="m1",
+        **{"from": "jim"},
+        to="pam",
+        recipients=["pam"],
+        act="request",
+        subject="One",
+    )
+    log_event(office_home, kind="agent", agent="pete", detail="started")
+    log_event(
+        office_home,
+        kind="route",
+        msg="m2",
+        **{"from": "pam"},
+        to="broadcast",
+        recipients=["jim", "michael"],
+        act="inform",
+        subject="Two",
+    )
+    append_line(office_home.log, b"not json")
+
+    result = hive(office_home, "log", "--json", "--agent", "jim")
+    assert result.exit_code == 0, result.output
+    events = [msgspec.json.decode(line, type=LogEvent) for line in result.stdout.splitlines()]
+    assert [e.msg for e in events] == ["m1", "m2"]
+
+    last = hive(office_home, "log", "--json", "-n", "1").stdout.splitlines()
+    assert [msgspec.json.decode(line, type=LogEvent).msg for line in last] == ["m2"]
+
+    text = hive(office_home, "log").stdout
+    assert "jim -> pam" in text and "pete" in text and "pam -> broadcast (jim, michael)" in text
+
+    bad = hive(office_home, "log", "--agent", "../x")
+    assert bad.exit_code == 2
+
+
+# --- outside an office, help, real processes -------------------------------------------
+
+
+def test_no_office_is_a_clear_error(tmp_path: Path) -> None:
+    result = CliRunner(env={"HIVE_HOME": str(tmp_path / "none")}).invoke(cli, ["inbox"])
+    assert result.exit_code == 1
+    assert "hive-office init" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "verb", ["send", "reply", "inbox", "read", "done", "board", "triage", "roster", "log"]
+)
+def test_every_verb_has_help_with_examples(verb: str) -> None:
+    result = CliRunner().invoke(cli, [verb, "--help"])
+    assert result.exit_code == 0
+    assert f"hive {verb}" in result.stdout
+
+
+def test_task_and_memory_are_not_verbs_yet() -> None:
+    assert set(cli.commands) == {
+        "send",
+        "reply",
+        "inbox",
+        "read",
+        "done",
+        "board",
+        "triage",
+        "roster",
+        "log",
+    }
+
+
+def run_hive(
+    paths: HivePaths | None,
+    *args: str,
+    agent: str | None = None,
+    stdin: bytes = b"",
+    home: Path | None = None,
+) -> subprocess.CompletedProcess[bytes]:
+    env = {k: v for k, v in os.environ.items() if k not in ("HIVE_HOME", "HIVE_AGENT_ID")}
+    env["HIVE_HOME"] = str(home or (paths.home if paths else "/nonexistent"))
+    if agent:
+        env["HIVE_AGENT_ID"] = agent
+    return subprocess.run(
+        [str(HIVE_BIN), *args], input=stdin, env=env, capture_output=True, timeout=30, check=False
+    )
+
+
+def test_subprocess_send_inbox_done(office_home: HivePaths) -> None:
+    sent = run_hive(
+        office_home,
+        "send",
+        "--to",
+        "pam",
+        "--subject",
+        "Hi",
+        "-",
+        agent="jim",
+        stdin="über\n".encode(),
+    )
+    assert sent.returncode == 0, sent.stderr
+    assert drafts(office_home, "jim")[0].body == "über\n"
+
+    message = deliver(office_home, "jim", sender="pam")
+    listed = run_hive(office_home, "inbox", "--json", agent="jim")
+    assert [m.id for m in msgspec.json.decode(listed.stdout, type=list[Message])] == [message.id]
+    assert run_hive(office_home, "done", "--all", agent="jim").returncode == 0
+    assert (office_home.mailbox("jim").done / f"{message.id}.json").exists()
+
+
+def test_subprocess_errors_have_no_traceback(tmp_path: Path, office_home: HivePaths) -> None:
+    nowhere = run_hive(None, "inbox", home=tmp_path / "missing")
+    assert nowhere.returncode == 1
+    assert b"hive-office init" in nowhere.stderr and b"Traceback" not in nowhere.stderr
+
+    not_utf8 = run_hive(office_home, "send", "--to", "pam", "-", agent="jim", stdin=b"\xff\xfe")
+    assert not_utf8.returncode == 2
+    assert b"not UTF-8" in not_utf8.stderr and b"Traceback" not in not_utf8.stderr
+
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "hive").mkdir()
+    (broken / "office.toml").write_text("[office\n")
+    bad_toml = run_hive(None, "roster", home=broken)
+    assert bad_toml.returncode == 1
+    assert b"office.toml" in bad_toml.stderr and b"Traceback" not in bad_toml.stderr
+
+
+def test_subprocess_log_follow(office_home: HivePaths) -> None:
+    env = {**os.environ, "HIVE_HOME": str(office_home.home)}
+    log_event(office_home, kind="office", detail="started")
+    proc = subprocess.Popen(
+        [str(HIVE_BIN), "log", "--follow", "--json"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        first = msgspec.json.decode(proc.stdout.readline(), type=LogEvent)
+        assert first.detail == "started"
+        time.sleep(0.3)
+        # Half a line first: follow must wait for the newline before printing it.
+        event = msgspec.json.encode(
+            LogEvent(ts="2026-11-30T09:00:01.000Z", kind="agent", agent="jim", detail="idle")
+        )
+        with office_home.log.open("ab") as f:
+            f.write(event[:10])
+            f.flush()
+            time.sleep(0.6)
+            f.write(event[10:] + b"\n")
+        second = msgspec.json.decode(proc.stdout.readline(), type=LogEvent)
+        assert second.agent == "jim"
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=10) == 0
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_home_option_before_or_after_the_verb(office_home: HivePaths, tmp_path: Path) -> None:
+    runner = CliRunner(env={"HIVE_HOME": str(tmp_path / "elsewhere"), "HIVE_AGENT_ID": None})
+    home = str(office_home.home)
+    assert runner.invoke(cli, ["--home", home, "roster", "--json"]).exit_code == 0
+    assert runner.invoke(cli, ["roster", "--home", home, "--json"]).exit_code == 0
+    assert runner.invoke(cli, ["roster"]).exit_code == 1
