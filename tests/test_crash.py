@@ -104,6 +104,8 @@ def test_kill_9_during_burst_loses_and_duplicates_nothing(tmp_path: Path, seed: 
         time.sleep(rng.uniform(0.0, 0.2))
     thread.join()
     wait_until(lambda: pending(paths) == 0, 60, "the office to route everything")
+    wait_until(lambda: paths.pid_file.exists() and paths.pid_file.read_text().strip() == str(office.pid),
+               30, "the last office to be up")
     office.send_signal(signal.SIGTERM)
     assert office.wait(timeout=60) == 0, server_log.read_text()[-2000:]
 

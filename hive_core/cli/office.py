@@ -85,6 +85,11 @@ def serve(ctx: click.Context, home: str | None, no_agents: bool) -> None:
     starts the roster's agents. On SIGTERM/SIGINT it finishes routing, makes a last
     commit and exits 0. Only one office runs per home.
     """
+    # A stop asked for while starting up is remembered, not fatal: the office starts,
+    # recovers, routes what is waiting, commits, and exits 0 like any other stop.
+    early: list[int] = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda signum, _frame: early.append(signum))
     paths = _paths(home or ctx.obj["home"])
     if not paths.hive.is_dir():
         _fail(f"there is no office in {paths.home}. Run `hive-office init` first.")
@@ -92,20 +97,24 @@ def serve(ctx: click.Context, home: str | None, no_agents: bool) -> None:
         config = load_office(paths.office_toml)
     except ConfigError as e:
         _fail(str(e))
+    if not no_agents:
+        click.echo("hive-office: starting agents is not built yet; serving without them.", err=True)
     try:
         with office_lock(paths):
             click.echo(f"hive-office: serving {paths.home} (pid {os.getpid()}); Ctrl+C to stop.")
-            asyncio.run(_serve(Office(paths, config)))
+            asyncio.run(_serve(Office(paths, config), early))
     except OfficeBusy as e:
         _fail(str(e))
     click.echo("hive-office: stopped.")
 
 
-async def _serve(office: Office) -> None:
+async def _serve(office: Office, early: list[int]) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    if early:
+        stop.set()
     await office.run(stop)
 
 
