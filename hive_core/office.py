@@ -15,15 +15,23 @@ import socket
 from collections.abc import Iterator
 from pathlib import Path
 
+import msgspec
 from watchfiles import Change, awatch
 
+from hive_core.agents.providers import providers
+from hive_core.agents.state import AgentState
+from hive_core.agents.supervisor import Supervisor
 from hive_core.committer import Committer
 from hive_core.config import load_office
-from hive_core.hive import ensure_mailbox, read_registry, registry_from_roster, write_registry
+from hive_core.control import ControlServer
+from hive_core.events.plane import EventPlane
+from hive_core.events.server import HookServer
+from hive_core.hive import ensure_mailbox, read_registry, write_registry
+from hive_core.ids import utc_now_iso
 from hive_core.paths import HivePaths
 from hive_core.routing.decide import Floor
 from hive_core.routing.router import WRITE_GRACE_S, Router, RouteStats
-from hive_core.schema import HUMAN, OfficeConfig
+from hive_core.schema import HUMAN, ControlReply, ControlRequest, LogEvent, OfficeConfig, Registry
 
 # The sweep only catches what the watcher and the kicks missed, so it can be slow.
 SWEEP_INTERVAL_S = 10.0
@@ -31,6 +39,12 @@ SWEEP_INTERVAL_S = 10.0
 # immediate, so this only bounds hand-written files and costs no idle CPU worth noting.
 WATCH_DEBOUNCE_MS = 50
 WATCH_STEP_MS = 50
+# Bracketed paste: the CLI takes the text as one paste, not as keystrokes.
+PASTE_START, PASTE_END = b"\x1b[200~", b"\x1b[201~"
+# An Enter in the same read as the paste would be taken as part of the paste.
+ENTER_DELAY_S = 0.5
+# Hooks fire in bursts; registry.json is rewritten at most this often.
+REGISTRY_INTERVAL_S = 0.25
 
 
 class OfficeBusy(Exception):
@@ -71,19 +85,101 @@ def _read_pid(path: Path) -> int | None:
 
 
 class Office:
-    def __init__(self, paths: HivePaths, config: OfficeConfig | None = None) -> None:
+    def __init__(
+        self, paths: HivePaths, config: OfficeConfig | None = None, *, agents: bool = True
+    ) -> None:
         self.paths = paths
         self.config = config or load_office(paths.office_toml)
+        self.with_agents = agents
         self.committer = Committer(paths.hive)
-        registry = read_registry(paths)
-        archived = frozenset(
-            e.id for e in (registry.agents if registry else []) if e.status == "archived"
-        )
+        previous = read_registry(paths)
+        known = {e.id: e for e in previous.agents} if previous else {}
+        archived = frozenset(i for i, e in known.items() if e.status == "archived")
         self.router = Router(
             paths, Floor.from_config(self.config, archived), on_change=self._routed
         )
+        self.states: dict[str, AgentState] = {}
+        for spec in self.config.agents:
+            state = AgentState(spec=spec, manager=spec.id == self.config.office.manager)
+            if spec.id in known:
+                # Kept so a restarted agent resumes its conversation.
+                state.session_id = known[spec.id].session_id
+                if known[spec.id].status == "archived":
+                    state.status = "archived"
+            self.states[spec.id] = state
+        self.providers = providers()
+        self.plane = EventPlane(
+            paths,
+            self.config,
+            self.states,
+            self.providers,
+            on_change=self._agent_changed,
+            touch=self.committer.touch,
+        )
+        self.hooks = HookServer(
+            paths.hook_socket,
+            secret_of=self.plane.secret_of,
+            handle=self.plane.handle,
+            rejected=self.plane.rejected,
+        )
+        self.supervisor = Supervisor(
+            paths,
+            self.config,
+            self.states,
+            self.providers,
+            on_change=self._agent_changed,
+            log=self._agent_log,
+        )
+        self.control = ControlServer(paths.control_socket, self._control)
         self._kicked: set[str] = set()
         self._wake = asyncio.Event()
+        self._registry_dirty = asyncio.Event()
+
+    # --- what the person can do (the app's keys, `hive-office type/pause/resume`) ------
+
+    async def type_into(self, agent_id: str, text: str, *, enter: bool = True) -> None:
+        """Type into an agent's terminal as the person: a bracketed paste (so newlines do
+        not submit early), then Enter on its own once the CLI has taken the paste."""
+        state = self.states[agent_id]
+        state.typed()
+        self.supervisor.write(agent_id, PASTE_START + text.encode() + PASTE_END)
+        if enter:
+            await asyncio.sleep(ENTER_DELAY_S)
+            self.supervisor.write(agent_id, b"\r")
+
+    def set_paused(self, agent_id: str, paused: bool) -> None:
+        state = self.states[agent_id]
+        if state.paused != paused:
+            state.paused = paused
+            self._agent_log(agent_id, "paused by the person" if paused else "resumed by the person")
+            self._agent_changed(state)
+
+    async def _control(self, req: ControlRequest) -> ControlReply:
+        if req.cmd == "status":
+            registry = Registry(
+                office=self.config.office.name,
+                manager=self.config.office.manager,
+                agents=[s.entry() for s in self.states.values()],
+            )
+            return ControlReply(ok=True, detail=msgspec.json.encode(registry).decode())
+        state = self.states.get(req.agent or "")
+        if state is None:
+            return ControlReply(
+                ok=False, error=f"no agent {req.agent!r} on the roster; see `hive roster`."
+            )
+        if req.cmd == "type":
+            if (
+                req.agent not in self.supervisor.sessions
+                or not self.supervisor.sessions[state.id].alive
+            ):
+                why = (
+                    state.missing or "it is not running (was the office started with --no-agents?)"
+                )
+                return ControlReply(ok=False, error=f"cannot type into {state.id}: {why}")
+            await self.type_into(state.id, req.text, enter=req.enter)
+            return ControlReply(ok=True)
+        self.set_paused(state.id, req.cmd == "pause")
+        return ControlReply(ok=True)
 
     # --- start-up -------------------------------------------------------------------
 
@@ -91,13 +187,15 @@ class Office:
         """Make sure every mailbox exists and the registry matches the roster."""
         for who in [*(a.id for a in self.config.agents), HUMAN]:
             ensure_mailbox(self.paths, who)
-        previous = read_registry(self.paths)
-        registry = registry_from_roster(self.config, previous)
-        for entry in registry.agents:
-            if entry.status not in ("archived", "offline"):
-                entry.status = "offline"  # nothing runs until this office starts it
-            entry.pid = None
-        if registry != previous:
+        self.write_registry()
+
+    def write_registry(self) -> None:
+        registry = Registry(
+            office=self.config.office.name,
+            manager=self.config.office.manager,
+            agents=[state.entry() for state in self.states.values()],
+        )
+        if registry != read_registry(self.paths):
             write_registry(self.paths, registry)
             self.committer.touch(self.paths.registry)
 
@@ -108,24 +206,52 @@ class Office:
         self.router.recover()
         self.router.scan_all()
         kick = await self._open_kick_socket()
+        await self.hooks.start()
+        await self.control.start()
         # The committer stops last, after the final routing pass, so its last commit
         # holds everything.
         commit_stop = asyncio.Event()
         committing = asyncio.create_task(self.committer.run(commit_stop), name="commit")
-        routing = [
+        loops = [
             asyncio.create_task(self._watch(stop), name="watch"),
             asyncio.create_task(self._route_loop(stop), name="route"),
+            asyncio.create_task(self._registry_loop(stop), name="registry"),
         ]
         try:
+            if self.with_agents:
+                await self.supervisor.start_all()
             await stop.wait()
         finally:
             self._wake.set()
+            self._registry_dirty.set()
+            await self.control.stop()
+            await self.supervisor.stop_all()
+            await self.hooks.stop()
             kick.close()
             self.paths.kick_socket.unlink(missing_ok=True)
-            await asyncio.gather(*routing, return_exceptions=True)
+            await asyncio.gather(*loops, return_exceptions=True)
             self.router.scan_all()
+            for state in self.states.values():
+                if state.status not in ("offline", "archived"):
+                    state.status = "exited"
+            self.write_registry()
             commit_stop.set()
             await committing
+
+    def _agent_changed(self, _state: AgentState) -> None:
+        self._registry_dirty.set()
+
+    def _agent_log(self, agent_id: str, text: str) -> None:
+        self.plane.log(LogEvent(ts=utc_now_iso(), kind="agent", agent=agent_id, detail=text))
+
+    async def _registry_loop(self, stop: asyncio.Event) -> None:
+        """Publish agent state at most every REGISTRY_INTERVAL_S (hooks fire in bursts)."""
+        while not stop.is_set():
+            await self._registry_dirty.wait()
+            self._registry_dirty.clear()
+            self.write_registry()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), REGISTRY_INTERVAL_S)
 
     async def _route_loop(self, stop: asyncio.Event) -> None:
         """Route kicked outboxes at once; sweep everything now and then."""

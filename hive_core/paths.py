@@ -51,6 +51,10 @@ class HivePaths:
         return self.run / "hook.sock"
 
     @property
+    def control_socket(self) -> Path:
+        return self.run / "control.sock"
+
+    @property
     def agent_settings(self) -> Path:
         return self.home / "agent-settings"
 

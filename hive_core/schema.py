@@ -7,7 +7,7 @@ app all encode and decode through these types, never through hand-built dicts.
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
@@ -112,6 +112,7 @@ class RegistryEntry(msgspec.Struct, kw_only=True):
     web: bool = False
     send_only: bool = False
     status: Status = "offline"
+    paused: bool = False
     session_id: str | None = None
     last_tool: str | None = None
     last_seen: str | None = None
@@ -185,3 +186,40 @@ class Ledger(msgspec.Struct, kw_only=True):
 
 def is_agent_id(value: str) -> bool:
     return bool(AGENT_ID_RE.match(value))
+
+
+# --- hook frames (cth-hook <-> the office, one JSON line each way) ---------------------
+# cth_hook itself is standard-library only and builds these by hand; these Structs are
+# the office's side of the same contract.
+
+HOOK_FRAME_MAX = 4 << 20
+
+
+class HookFrame(msgspec.Struct, kw_only=True):
+    agent: str
+    secret: str
+    event: dict[str, Any]
+
+
+class HookReply(msgspec.Struct, kw_only=True):
+    exit: int = 0
+    stdout: str = ""
+    stderr: str = ""
+
+
+# --- the control socket (`hive-office type/pause/resume` <-> a running office) ----------
+
+ControlCommand = Literal["type", "pause", "resume", "status"]
+
+
+class ControlRequest(msgspec.Struct, kw_only=True):
+    cmd: ControlCommand
+    agent: str | None = None
+    text: str = ""
+    enter: bool = True
+
+
+class ControlReply(msgspec.Struct, kw_only=True):
+    ok: bool
+    error: str | None = None
+    detail: str | None = None

@@ -6,13 +6,16 @@ import asyncio
 import os
 import signal
 import sys
+from typing import NoReturn
 
 import click
 
+from hive_core import control
 from hive_core.config import ConfigError, load_office
 from hive_core.hive import init_office
 from hive_core.office import Office, OfficeBusy, office_lock
 from hive_core.paths import HivePaths, resolve_home
+from hive_core.schema import ControlReply, ControlRequest
 
 HOME_HELP = "Office home (default: $HIVE_HOME, else ~/.hive-office)."
 
@@ -21,7 +24,7 @@ def _paths(home: str | None) -> HivePaths:
     return HivePaths(resolve_home(home))
 
 
-def _fail(message: str, code: int = 1) -> None:
+def _fail(message: str, code: int = 1) -> NoReturn:
     click.echo(f"hive-office: {message}", err=True)
     sys.exit(code)
 
@@ -97,12 +100,10 @@ def serve(ctx: click.Context, home: str | None, no_agents: bool) -> None:
         config = load_office(paths.office_toml)
     except ConfigError as e:
         _fail(str(e))
-    if not no_agents:
-        click.echo("hive-office: starting agents is not built yet; serving without them.", err=True)
     try:
         with office_lock(paths):
             click.echo(f"hive-office: serving {paths.home} (pid {os.getpid()}); Ctrl+C to stop.")
-            asyncio.run(_serve(Office(paths, config), early))
+            asyncio.run(_serve(Office(paths, config, agents=not no_agents), early))
     except OfficeBusy as e:
         _fail(str(e))
     click.echo("hive-office: stopped.")
@@ -116,6 +117,72 @@ async def _serve(office: Office, early: list[int]) -> None:
     if early:
         stop.set()
     await office.run(stop)
+
+
+@cli.command()
+@click.option("--home", metavar="DIR", help=HOME_HELP)
+@click.pass_context
+def doctor(ctx: click.Context, home: str | None) -> None:
+    """Check the office, git, sockets and each agent's CLI; say what to fix."""
+    from hive_core.doctor import run_checks
+
+    checks = run_checks(_paths(home or ctx.obj["home"]))
+    for check in checks:
+        click.echo(f"{'ok ' if check.ok else 'FIX'}  {check.what}")
+        if check.fix:
+            click.echo(f"     -> {check.fix}")
+    if not all(c.ok for c in checks):
+        sys.exit(1)
+
+
+def _control(home: str | None, req: ControlRequest) -> ControlReply:
+    paths = _paths(home)
+    try:
+        reply = control.request(paths.control_socket, req)
+    except ConnectionError:
+        _fail(f"no office is running on {paths.home}; start one with `hive-office serve`.")
+    if not reply.ok:
+        _fail(reply.error or "the office refused.")
+    return reply
+
+
+@cli.command("type")
+@click.option("--home", metavar="DIR", help=HOME_HELP)
+@click.option("--no-enter", is_flag=True, help="Type the text but do not press Enter.")
+@click.argument("agent")
+@click.argument("text")
+@click.pass_context
+def type_(ctx: click.Context, home: str | None, no_enter: bool, agent: str, text: str) -> None:
+    """Type TEXT into AGENT's terminal, as you would in its pane (like tmux send-keys).
+
+    \b
+    Example:
+      hive-office type michael "Plan the release and split it into tasks."
+    """
+    _control(
+        home or ctx.obj["home"],
+        ControlRequest(cmd="type", agent=agent, text=text, enter=not no_enter),
+    )
+
+
+@cli.command()
+@click.option("--home", metavar="DIR", help=HOME_HELP)
+@click.argument("agent")
+@click.pass_context
+def pause(ctx: click.Context, home: str | None, agent: str) -> None:
+    """Pause AGENT: its next tool call is refused and it is not kept working for mail."""
+    _control(home or ctx.obj["home"], ControlRequest(cmd="pause", agent=agent))
+    click.echo(f"{agent} is paused; `hive-office resume {agent}` lets it go on.")
+
+
+@cli.command()
+@click.option("--home", metavar="DIR", help=HOME_HELP)
+@click.argument("agent")
+@click.pass_context
+def resume(ctx: click.Context, home: str | None, agent: str) -> None:
+    """Resume a paused AGENT."""
+    _control(home or ctx.obj["home"], ControlRequest(cmd="resume", agent=agent))
+    click.echo(f"{agent} is resumed.")
 
 
 def main() -> None:

@@ -12,7 +12,7 @@ import itertools
 import json
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 Request = dict[str, Any]
@@ -48,15 +48,28 @@ class Turn:
     match: Predicate
     blocks: tuple[Block, ...]
     label: str = ""
+    # Seconds the model "thinks" before answering: keeps an agent visibly working.
+    delay: float = 0.0
+    # Blocks made from the request itself (e.g. a reply to the message id the agent was
+    # just told about); used instead of `blocks` when given.
+    build: Callable[[Request], Sequence[Block]] | None = None
 
     @property
     def stop_reason(self) -> str:
         return "tool_use" if any(isinstance(b, ToolUse) for b in self.blocks) else "end_turn"
 
 
-def turn(match: Predicate, *blocks: Block | str, label: str = "") -> Turn:
+def turn(
+    match: Predicate,
+    *blocks: Block | str,
+    label: str = "",
+    delay: float = 0.0,
+    build: Callable[[Request], Sequence[Block]] | None = None,
+) -> Turn:
     """A turn; bare strings become text blocks."""
-    return Turn(match, tuple(Text(b) if isinstance(b, str) else b for b in blocks), label)
+    return Turn(
+        match, tuple(Text(b) if isinstance(b, str) else b for b in blocks), label, delay, build
+    )
 
 
 # --- predicates -----------------------------------------------------------------------
@@ -154,7 +167,10 @@ class Scenario:
             if self._next < len(self.turns) and self.turns[self._next].match(request):
                 index = self._next
                 self._next += 1
-                return self.turns[index], index
+                chosen = self.turns[index]
+                if chosen.build is not None:
+                    chosen = replace(chosen, blocks=tuple(chosen.build(request)))
+                return chosen, index
         return self.fallback, None
 
     def _side_turn(self, request: Request) -> Turn:

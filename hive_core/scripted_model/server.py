@@ -333,6 +333,8 @@ def _handler_for(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
         def _messages(self, body: Request) -> None:
             turn, index = model.scenario.respond(body)
             self._record(body, "main" if body.get("tools") else "side", index)
+            if turn.delay:
+                time.sleep(turn.delay)
             if body.get("stream"):
                 payload = encode_sse(stream_events(turn, body))
                 self.send_response(200)

@@ -1,0 +1,147 @@
+"""Claude Code: hooks and permissions through a per-agent `--settings` file.
+
+Nothing is written to the user's repo or ~/.claude: the settings file lives in
+`<home>/agent-settings/<id>.json`, identity rides in `--append-system-prompt`, and the
+user's own settings and permission rules still apply to everything else.
+
+Facts from claude 2.1.197 (tests/test_claude_real.py pins them): every hook event
+carries `hook_event_name`, `session_id` and `cwd`; a Stop reply
+`{"decision": "block", "reason": R}` continues the turn with "Stop hook feedback: R";
+a PreToolUse deny reaches the model as an error tool result with the reason;
+`additionalContext` is shown to the model on SessionStart, UserPromptSubmit and
+PostToolUse; a Notification with `notification_type: "permission_prompt"` means a
+permission dialog is open.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from hive_core.agents.provider import (
+    EVENT_NAMES,
+    CanonicalEvent,
+    HookAnswer,
+    HookDecision,
+    Launch,
+    LaunchContext,
+    agent_cwd,
+    office_env,
+)
+from hive_core.fsio import atomic_write
+from hive_core.schema import AgentSpec
+
+# Seconds claude waits for one hook before giving up on it; the shim's own deadline is
+# shorter, so this only matters if the shim itself is stuck.
+HOOK_TIMEOUT_S = 10
+# The `hive` CLI is how agents coordinate; it must never wait on a permission prompt.
+ALLOW_RULES = ["Bash(hive:*)"]
+
+
+class _Command(msgspec.Struct):
+    command: str
+    type: str = "command"
+    timeout: int = HOOK_TIMEOUT_S
+
+
+class _Matcher(msgspec.Struct):
+    hooks: list[_Command]
+    matcher: str = "*"
+
+
+class _Permissions(msgspec.Struct):
+    allow: list[str]
+
+
+class ClaudeSettings(msgspec.Struct):
+    """The part of Claude Code's settings.json the office writes."""
+
+    hooks: dict[str, list[_Matcher]]
+    permissions: _Permissions
+
+
+def settings_for(hook_command: list[str]) -> ClaudeSettings:
+    command = _Command(command=shlex.join(hook_command))
+    return ClaudeSettings(
+        hooks={name: [_Matcher(hooks=[command])] for name in EVENT_NAMES},
+        permissions=_Permissions(allow=ALLOW_RULES),
+    )
+
+
+class ClaudeProvider:
+    name = "claude"
+    hookless = False
+
+    def executable(self, agent: AgentSpec) -> str:
+        return agent.command[0] if agent.command else "claude"
+
+    def install_hint(self) -> str:
+        return (
+            "Install Claude Code with `npm install -g @anthropic-ai/claude-code` "
+            "(or run ./scripts/setup, which puts a pinned one in .venv/bin)."
+        )
+
+    def settings_path(self, ctx: LaunchContext) -> Path:
+        return ctx.paths.agent_settings / f"{ctx.agent.id}.json"
+
+    def prepare(self, ctx: LaunchContext) -> Launch:
+        path = self.settings_path(ctx)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, msgspec.json.format(msgspec.json.encode(settings_for(ctx.hook_command))))
+        env = office_env(ctx)
+        program = ctx.agent.command or [self.executable(ctx.agent)]
+        resolved = shutil.which(program[0], path=env["PATH"]) or program[0]
+        argv = [resolved, *program[1:], "--settings", str(path)]
+        argv += ["--append-system-prompt", ctx.system_prompt]
+        argv += ["--resume", ctx.session_id] if ctx.resume else ["--session-id", ctx.session_id]
+        if ctx.agent.model:
+            argv += ["--model", ctx.agent.model]
+        return Launch(argv=argv, env=env, cwd=agent_cwd(ctx.agent))
+
+    def canonical(self, raw: dict[str, Any]) -> CanonicalEvent | None:
+        name = raw.get("hook_event_name")
+        if name not in EVENT_NAMES:
+            return None
+        tool_input = raw.get("tool_input")
+        return CanonicalEvent(
+            name=name,
+            session_id=_str(raw.get("session_id")),
+            tool_name=_str(raw.get("tool_name")),
+            tool_input=tool_input if isinstance(tool_input, dict) else {},
+            prompt=_str(raw.get("prompt")),
+            stop_hook_active=raw.get("stop_hook_active") is True,
+            notification_type=_str(raw.get("notification_type")),
+            message=_str(raw.get("message")),
+            cwd=_str(raw.get("cwd")),
+        )
+
+    def render(self, event: CanonicalEvent, decision: HookDecision) -> HookAnswer:
+        output: dict[str, Any] | None = None
+        if decision.block is not None and event.name == "Stop":
+            output = {"decision": "block", "reason": decision.block}
+        elif decision.deny is not None and event.name == "PreToolUse":
+            output = {
+                "hookSpecificOutput": {
+                    "hookEventName": "PreToolUse",
+                    "permissionDecision": "deny",
+                    "permissionDecisionReason": decision.deny,
+                }
+            }
+        elif decision.context and event.name in ("SessionStart", "UserPromptSubmit", "PostToolUse"):
+            output = {
+                "hookSpecificOutput": {
+                    "hookEventName": event.name,
+                    "additionalContext": decision.context,
+                }
+            }
+        if output is None:
+            return HookAnswer()
+        return HookAnswer(stdout=msgspec.json.encode(output).decode())
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) else None

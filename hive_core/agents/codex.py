@@ -1,0 +1,216 @@
+"""OpenAI Codex CLI: hooks and identity through a per-agent CODEX_HOME.
+
+Each agent runs with `CODEX_HOME=<home>/agent-settings/codex/<id>/`, so nothing is
+written to ~/.codex or the user's repo. The office writes two files there at every
+start (Codex writes its own sessions, logs and login next to them):
+
+- `config.toml`: a command hook running cth-hook for SessionStart, UserPromptSubmit,
+  PreToolUse, PermissionRequest, PostToolUse, Stop and SessionEnd; the agent's cwd
+  marked trusted (no trust dialog on every start: the roster put the agent there);
+  the agent's own hive folder as an extra writable root of the workspace-write sandbox,
+  so `hive send`/`hive done` work from a sandboxed shell; `web_search = "disabled"`
+  for agents without `web`; `model` when the roster names one.
+- `AGENTS.md`: the identity and protocol digest. Codex reads AGENTS.md from CODEX_HOME
+  as global guidance, ahead of the project's own AGENTS.md files.
+
+Facts from Codex 0.171.0 (its binary run against a generated CODEX_HOME, and the
+developers.openai.com pages "Hooks", "Custom instructions with AGENTS.md" and
+"Config basics"):
+- Hooks from config.toml run only once trusted (a hash per hook, recorded by Codex's
+  review screen). `--dangerously-bypass-hook-trust` runs enabled hooks without that
+  record; the office passes it. It also waives review for hooks in a trusted
+  project's own `.codex/` folder, which is the price of not reproducing Codex's
+  internal hash (upstream calls that brittle).
+- Hook stdin carries `session_id`, `cwd`, `hook_event_name`, `model`,
+  `permission_mode`, plus `source` (SessionStart), `prompt` (UserPromptSubmit),
+  `tool_name`/`tool_input` (tool events), `stop_hook_active` (Stop). Shell calls are
+  `Bash` with `{"command"}`; file edits are `apply_patch` with the patch text in
+  `command`; MCP tools are `mcp__<server>__<tool>`.
+- Replies use Claude Code's shapes: PreToolUse `hookSpecificOutput.permissionDecision
+  = "deny"` with `permissionDecisionReason`; Stop `{"decision": "block", "reason"}`;
+  `hookSpecificOutput.additionalContext` on SessionStart, UserPromptSubmit and
+  PostToolUse.
+
+What Codex does not offer:
+- No Notification event: PermissionRequest (an approval prompt is about to open) is
+  mapped to Notification with `notification_type = "permission_prompt"`. Codex has no
+  idle-prompt notification.
+- No hook for its hosted web search: the office cannot deny it per call, so agents
+  without `web` get web search switched off in config.toml instead.
+- No way to choose a session id: a first start lets Codex mint one (a UUID reported in
+  every hook's `session_id`); a restart runs `codex resume <id>`, so `ctx.session_id`
+  must be the id the office recorded from SessionStart, not one it minted.
+- The login is per CODEX_HOME: an agent uses OPENAI_API_KEY/CODEX_API_KEY from the
+  environment, or a login done once in its pane (kept in its CODEX_HOME). The user's
+  ~/.codex/auth.json is not shared: copies would fight over rotating refresh tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from hive_core.agents.provider import (
+    CanonicalEvent,
+    EventName,
+    HookAnswer,
+    HookDecision,
+    Launch,
+    LaunchContext,
+    agent_cwd,
+    office_env,
+)
+from hive_core.fsio import atomic_write
+from hive_core.paths import HivePaths
+from hive_core.schema import AgentSpec
+
+# Seconds Codex waits for one hook; the shim gives up well before this (Codex clamps
+# SessionEnd to 3 s on its own).
+HOOK_TIMEOUT_S = 10
+BYPASS_HOOK_TRUST = "--dangerously-bypass-hook-trust"
+
+# Codex's hook events the office listens to, and the office event each one is.
+EVENTS: dict[str, EventName] = {
+    "SessionStart": "SessionStart",
+    "UserPromptSubmit": "UserPromptSubmit",
+    "PreToolUse": "PreToolUse",
+    "PermissionRequest": "Notification",
+    "PostToolUse": "PostToolUse",
+    "Stop": "Stop",
+    "SessionEnd": "SessionEnd",
+}
+# Codex already calls its shell tool `Bash`; edits arrive as one patch over many files.
+TOOLS = {"apply_patch": "Edit"}
+_PATCH_PATH = re.compile(r"^\*\*\* (?:Add File|Update File|Delete File|Move to): (.+?)\s*$", re.M)
+_CONTEXT_EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse")
+
+
+def codex_home(paths: HivePaths, agent_id: str) -> Path:
+    return paths.agent_settings / "codex" / agent_id
+
+
+def config_toml(ctx: LaunchContext) -> str:
+    """The agent's config.toml: keys first, then tables, as TOML requires."""
+    agent = ctx.agent
+    lines = [f"# Written by hive-office for agent {agent.id} at every start; edits are lost."]
+    if agent.model:
+        lines.append(f"model = {_toml_str(agent.model)}")
+    if not agent.web:
+        lines.append('web_search = "disabled"')
+    roots = [_toml_str(str(ctx.paths.mailbox(agent.id).root))]
+    lines += ["", "[sandbox_workspace_write]", f"writable_roots = [{', '.join(roots)}]"]
+    # Codex keys trust by the resolved path of the folder it starts in.
+    project = _toml_str(str(agent_cwd(agent).resolve()))
+    lines += ["", f"[projects.{project}]", 'trust_level = "trusted"']
+    command = _toml_str(shlex.join(ctx.hook_command))
+    for event in EVENTS:
+        lines += [
+            "",
+            f"[[hooks.{event}]]",
+            f"[[hooks.{event}.hooks]]",
+            'type = "command"',
+            f"command = {command}",
+            f"timeout = {HOOK_TIMEOUT_S}",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+class CodexProvider:
+    name = "codex"
+    hookless = False
+
+    def executable(self, agent: AgentSpec) -> str:
+        return agent.command[0] if agent.command else "codex"
+
+    def install_hint(self) -> str:
+        return "Install the Codex CLI with `npm install -g @openai/codex`."
+
+    def prepare(self, ctx: LaunchContext) -> Launch:
+        home = codex_home(ctx.paths, ctx.agent.id)
+        home.mkdir(parents=True, exist_ok=True)
+        atomic_write(home / "config.toml", config_toml(ctx).encode())
+        atomic_write(home / "AGENTS.md", ctx.system_prompt.encode())
+        env = office_env(ctx)
+        env["CODEX_HOME"] = str(home)
+        program = ctx.agent.command or [self.executable(ctx.agent)]
+        resolved = shutil.which(program[0], path=env["PATH"]) or program[0]
+        argv = [resolved, *program[1:]]
+        if ctx.resume:
+            argv += ["resume", ctx.session_id]
+        argv.append(BYPASS_HOOK_TRUST)
+        return Launch(argv=argv, env=env, cwd=agent_cwd(ctx.agent))
+
+    def canonical(self, raw: dict[str, Any]) -> CanonicalEvent | None:
+        name = EVENTS.get(_str(raw.get("hook_event_name")) or "")
+        if name is None:
+            return None
+        tool = _str(raw.get("tool_name"))
+        raw_input = raw.get("tool_input")
+        tool_input = dict(raw_input) if isinstance(raw_input, dict) else {}
+        notification_type = message = None
+        if name == "Notification":
+            notification_type = "permission_prompt"
+            message = _str(tool_input.get("description")) or _str(tool_input.get("command"))
+        if tool == "apply_patch":
+            tool_input.update(_patch_paths(tool_input.get("command")))
+        return CanonicalEvent(
+            name=name,
+            session_id=_str(raw.get("session_id")),
+            tool_name=TOOLS.get(tool, tool) if tool else None,
+            tool_input=tool_input,
+            prompt=_str(raw.get("prompt")),
+            stop_hook_active=raw.get("stop_hook_active") is True,
+            notification_type=notification_type,
+            message=message,
+            cwd=_str(raw.get("cwd")),
+        )
+
+    def render(self, event: CanonicalEvent, decision: HookDecision) -> HookAnswer:
+        output: dict[str, Any] | None = None
+        if decision.block is not None and event.name == "Stop":
+            output = {"decision": "block", "reason": decision.block}
+        elif decision.deny is not None and event.name == "PreToolUse":
+            output = {
+                "hookSpecificOutput": {
+                    "hookEventName": "PreToolUse",
+                    "permissionDecision": "deny",
+                    "permissionDecisionReason": decision.deny,
+                }
+            }
+        elif decision.context and event.name in _CONTEXT_EVENTS:
+            output = {
+                "hookSpecificOutput": {
+                    "hookEventName": event.name,
+                    "additionalContext": decision.context,
+                }
+            }
+        if output is None:
+            return HookAnswer()
+        return HookAnswer(stdout=msgspec.json.encode(output).decode())
+
+
+def _patch_paths(patch: object) -> dict[str, Any]:
+    """`file_path` (the first file) and `file_paths` (all) of an apply_patch call.
+
+    The tool policy reads `file_path` of an Edit; a patch touching several files also
+    lists them all, so a check can look past the first.
+    """
+    if not isinstance(patch, str):
+        return {}
+    paths = _PATCH_PATH.findall(patch)
+    return {"file_path": paths[0], "file_paths": paths} if paths else {}
+
+
+def _toml_str(value: str) -> str:
+    # A JSON string is a TOML basic string, except that TOML also forbids a raw DEL.
+    return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) else None

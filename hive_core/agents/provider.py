@@ -1,0 +1,143 @@
+"""The provider seam: what the office needs from each agent CLI (claude, codex, gemini, shell).
+
+A provider turns an agent's roster entry into a launch (argv, environment, config files
+it writes under the office home, never in the user's repo or home config), maps the
+CLI's own hook events onto the office's canonical events (Claude's names), and renders
+the office's canonical decision back into the reply that CLI understands.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from hive_core.paths import HivePaths
+from hive_core.schema import AgentSpec
+
+# The office's event names (Claude Code's); other providers' events are mapped onto them.
+EventName = Literal[
+    "SessionStart",
+    "UserPromptSubmit",
+    "PreToolUse",
+    "PostToolUse",
+    "Notification",
+    "Stop",
+    "SessionEnd",
+]
+EVENT_NAMES: tuple[EventName, ...] = (
+    "SessionStart",
+    "UserPromptSubmit",
+    "PreToolUse",
+    "PostToolUse",
+    "Notification",
+    "Stop",
+    "SessionEnd",
+)
+
+
+@dataclass(frozen=True)
+class CanonicalEvent:
+    """A hook event in the office's terms, whatever CLI sent it."""
+
+    name: EventName
+    session_id: str | None = None
+    tool_name: str | None = None  # Claude's tool names: Bash, Write, Edit, WebFetch, ...
+    tool_input: dict[str, Any] = field(default_factory=dict)
+    prompt: str | None = None
+    stop_hook_active: bool = False
+    notification_type: str | None = None  # "permission_prompt" means: waiting for the person
+    message: str | None = None
+    cwd: str | None = None
+
+
+@dataclass(frozen=True)
+class HookDecision:
+    """What the office wants the CLI to do; each provider renders it its own way."""
+
+    context: str | None = (
+        None  # extra text for the model (SessionStart, UserPromptSubmit, PostToolUse)
+    )
+    deny: str | None = None  # PreToolUse: refuse the tool, with a reason the model can act on
+    block: str | None = None  # Stop: keep going, with this as the next instruction
+
+
+@dataclass(frozen=True)
+class HookAnswer:
+    """The shim's exit code and output, as the CLI expects them."""
+
+    exit: int = 0
+    stdout: str = ""
+    stderr: str = ""
+
+
+@dataclass(frozen=True)
+class LaunchContext:
+    paths: HivePaths
+    agent: AgentSpec
+    secret: str
+    session_id: str  # a UUID: new on first start, the previous one on restart
+    resume: bool  # True when the CLI should resume `session_id`
+    system_prompt: str  # identity + protocol digest
+    hook_command: list[str]  # argv that runs cth-hook (absolute paths)
+    path_prepend: list[str]  # folders to put first on PATH so `hive` and `cth-hook` resolve
+    base_env: dict[str, str]  # the environment to start from (TMUX and friends removed)
+
+
+@dataclass(frozen=True)
+class Launch:
+    argv: list[str]
+    env: dict[str, str]
+    cwd: Path
+
+
+class Provider(Protocol):
+    name: str
+    # A hookless CLI cannot drain mail at the end of a turn: the office shows its mail
+    # in its pane title instead and tells the manager.
+    hookless: bool
+
+    def executable(self, agent: AgentSpec) -> str:
+        """The program the agent runs (for `doctor` and the "install it" message)."""
+        ...
+
+    def install_hint(self) -> str:
+        """One sentence: how to install this CLI."""
+        ...
+
+    def prepare(self, ctx: LaunchContext) -> Launch:
+        """Write the agent's per-agent config under the office home and return the launch."""
+        ...
+
+    def canonical(self, raw: dict[str, Any]) -> CanonicalEvent | None:
+        """Map the CLI's hook event onto the office's; None for events the office ignores."""
+        ...
+
+    def render(self, event: CanonicalEvent, decision: HookDecision) -> HookAnswer:
+        """The reply this CLI understands for `decision`."""
+        ...
+
+
+# Variables an agent must not inherit: it is not inside the person's tmux, and the
+# person's own Claude/Anthropic login must not leak into a scripted or separate setup.
+_NOT_INHERITED = ("TMUX", "TMUX_PANE", "TERM_PROGRAM", "TERM_PROGRAM_VERSION", "HIVE_HOOK_TIMEOUT")
+
+
+def office_env(ctx: LaunchContext) -> dict[str, str]:
+    """The environment every agent process gets, whatever its provider."""
+    env = {k: v for k, v in ctx.base_env.items() if k not in _NOT_INHERITED}
+    env.update(ctx.agent.env)  # the roster's env first: it may not override the office's
+    env.update(
+        HIVE_HOME=str(ctx.paths.home),
+        HIVE_AGENT_ID=ctx.agent.id,
+        HIVE_SECRET=ctx.secret,
+        HIVE_SOCKET=str(ctx.paths.hook_socket),
+        TERM="xterm-256color",
+        COLORTERM="truecolor",
+        PATH=":".join([*ctx.path_prepend, env.get("PATH", "/usr/bin:/bin")]),
+    )
+    return env
+
+
+def agent_cwd(agent: AgentSpec) -> Path:
+    return Path(agent.cwd).expanduser()

@@ -1,0 +1,18 @@
+"""The providers the office knows, by the name office.toml uses."""
+
+from __future__ import annotations
+
+from hive_core.agents.claude import ClaudeProvider
+from hive_core.agents.codex import CodexProvider
+from hive_core.agents.gemini import GeminiProvider
+from hive_core.agents.provider import Provider
+from hive_core.agents.shell import ShellProvider
+
+
+def providers() -> dict[str, Provider]:
+    return {
+        "claude": ClaudeProvider(),
+        "codex": CodexProvider(),
+        "gemini": GeminiProvider(),
+        "shell": ShellProvider(),
+    }

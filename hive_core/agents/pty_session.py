@@ -1,0 +1,386 @@
+"""One agent CLI in its own pseudo-terminal, driven from an asyncio loop (Linux).
+
+`PtySession.spawn` starts argv in a new pty (ptyprocess): the child is the leader of
+a new session whose controlling terminal is the pty, with the window size already set
+before it execs and exactly the environment it is given (no TERM is added). `attach`
+hands the raw output to a callback through `loop.add_reader` on the non-blocking master
+and reports the exit status once; `write` queues what the terminal cannot take yet;
+`resize` sets the window size (the kernel sends SIGWINCH to the foreground group);
+`terminate` ends the whole session.
+
+Children must not outlive the office, even when the office is killed with SIGKILL.
+Three layers, each covering what the previous one misses:
+
+1. The kernel hangup. The office holds the only copy of the master (it is made
+   non-inheritable here, so other children of the office cannot keep it open). When the
+   office dies the master closes, the kernel hangs up the terminal and sends SIGHUP and
+   SIGCONT to the session leader; when the leader exits, the foreground process group at
+   hangup time gets SIGHUP. Covers the leader and everything in its foreground group that
+   does not ignore or handle SIGHUP, e.g. both sleeps of `bash -c 'sleep 300 & sleep 300'`
+   (a non-interactive shell keeps `&` jobs in its own group).
+2. PR_SET_PDEATHSIG(SIGKILL), armed in the child before exec: the leader is killed when
+   its parent dies, even if it ignores SIGHUP. Direct child only. The kernel ties it to
+   the *thread* that forked, so `spawn` must be called from a thread that lives as long
+   as the office (the event loop's thread), never from a short-lived worker thread.
+   It is also cleared if the child execs a set-uid or file-capability binary.
+3. A guard process per session (this module run as a script, in a session of its own so
+   the office's terminal signals do not reach it). It waits for EOF on a pipe only the
+   office holds; EOF without the dismissal word means the office died, and the guard
+   SIGKILLs every process group that still has a member in the agent's session. Covers
+   what 1 and 2 miss inside the session: `nohup`'d or SIGHUP-ignoring descendants, and
+   jobs in other process groups (an interactive shell's background jobs, `set -m`).
+
+Not covered: descendants that leave the session (`setsid`, double-forking daemons) and
+processes in the session that the office's user may not signal (set-uid programs such
+as `sudo`), plus anything if the guard itself is SIGKILLed along with the office.
+Only a cgroup could contain those.
+
+While the office runs, `terminate` does the same sweep: SIGHUP and SIGCONT (as a
+closing terminal would) and SIGTERM to every process group in the session, SIGKILL to
+whatever is left after the grace period, then reaps the leader, closes the master and
+dismisses the guard. When the CLI exits on its own, call `terminate` after `on_exit` to
+sweep stragglers and release the guard. A session dropped without `terminate` closes the
+guard's pipe when collected, so the guard kills what is left of it.
+
+A session is not thread-safe: use it from the thread running its event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import errno
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import ptyprocess
+
+_PR_SET_PDEATHSIG = 1
+_LIBC = ctypes.CDLL(None, use_errno=True)
+_READ_CHUNK = 1 << 16
+_POLL_INTERVAL = 0.02
+# After SIGKILL a process normally vanishes at once; this bounds the wait for one stuck
+# in uninterruptible sleep, or for a member we may not signal, so terminate() returns.
+_KILL_WAIT = 2.0
+_GUARD_DISMISS = b"dismiss"
+
+
+def _session_groups(sid: int) -> set[int]:
+    """Process groups with a live (not zombie) member in session `sid`, from /proc."""
+    groups: set[int] = set()
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:  # exited since listdir
+            continue
+        # The command name may hold spaces and parentheses; the fields after the last
+        # ')' are fixed: state, ppid, pgrp, session.
+        state, _ppid, pgrp, session = stat[stat.rindex(b")") + 2 :].split()[:4]
+        if int(session) == sid and state not in (b"Z", b"X"):
+            groups.add(int(pgrp))
+    return groups
+
+
+def _signal_session(sid: int, sig: int) -> bool:
+    """Send `sig` to every process group in session `sid`; False if the session was empty.
+
+    Groups, not pids, so a process forked between the scan and the kill is hit too.
+    """
+    groups = _session_groups(sid)
+    for pgrp in groups:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgrp, sig)
+    return bool(groups)
+
+
+def _arm_parent_death_signal(parent: int) -> Callable[[], None]:
+    def arm() -> None:
+        if _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"prctl(PR_SET_PDEATHSIG): {os.strerror(err)}")
+        # The office may have died between fork and prctl; nothing would fire then.
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return arm
+
+
+def _start_guard(sid: int) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        # -I: the office's PYTHON* variables and the working directory do not matter.
+        [sys.executable, "-I", os.path.abspath(__file__), str(sid)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def _guard_main(sid: int) -> None:
+    if sys.stdin.buffer.read() == _GUARD_DISMISS:
+        return
+    deadline = time.monotonic() + _KILL_WAIT
+    while _signal_session(sid, signal.SIGKILL) and time.monotonic() < deadline:
+        time.sleep(_POLL_INTERVAL)
+
+
+class PtySession:
+    """A child process on its own pty; see the module docstring for its lifetime rules."""
+
+    def __init__(self, proc: ptyprocess.PtyProcess, guard: subprocess.Popen[bytes]) -> None:
+        self._proc = proc
+        self._guard = guard
+        self.pid: int = proc.pid
+        self._fd: int = proc.fd
+        # Readable when the child exits: reaps it without blocking once output has ended
+        # but the child lingers. Opened before any reap, so the pid cannot be reused yet.
+        self._pidfd = os.pidfd_open(self.pid)
+        self._pidfd_watched = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._on_output: Callable[[bytes], None] | None = None
+        self._on_exit: Callable[[int | None, int | None], None] | None = None
+        self._pending = bytearray()
+        self._writer_added = False
+        self._master_open = True
+        self._status: tuple[int | None, int | None] | None = None
+        self._exit_reported = False
+        self._termination: asyncio.Future[None] | None = None
+
+    @classmethod
+    def spawn(
+        cls,
+        argv: list[str],
+        *,
+        env: dict[str, str],
+        cwd: Path,
+        rows: int = 40,
+        cols: int = 120,
+    ) -> PtySession:
+        """Start argv on a new rows x cols pty; argv[0] is looked up on env's PATH."""
+        if not argv:
+            raise ValueError("empty argv")
+        # ptyprocess would search the office's PATH; the child's own PATH is what counts.
+        exe = shutil.which(argv[0], path=env.get("PATH", os.defpath))
+        if exe is None:
+            raise FileNotFoundError(f"{argv[0]!r} not found on the child's PATH")
+        proc = ptyprocess.PtyProcess.spawn(
+            [exe, *argv[1:]],
+            cwd=str(cwd),
+            env=env,
+            dimensions=(rows, cols),
+            preexec_fn=_arm_parent_death_signal(os.getpid()),
+        )
+        # A copy of the master in any other process would keep the terminal from hanging
+        # up when the office dies.
+        os.set_inheritable(proc.fd, False)
+        os.set_blocking(proc.fd, False)
+        return cls(proc, _start_guard(proc.pid))
+
+    def attach(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        on_output: Callable[[bytes], None],
+        on_exit: Callable[[int | None, int | None], None],
+    ) -> None:
+        """Deliver output to on_output as it comes; on_exit(exit_status, signal_status) once
+        the output has ended and the child is reaped."""
+        if self._loop is not None:
+            raise RuntimeError("already attached")
+        self._loop, self._on_output, self._on_exit = loop, on_output, on_exit
+        if self._master_open:
+            loop.add_reader(self._fd, self._on_readable)
+            self._flush()
+        else:
+            self._output_ended()
+
+    @property
+    def alive(self) -> bool:
+        return not self._reap()
+
+    @property
+    def exit_status(self) -> int | None:
+        """The exit code, once reaped and if the child exited rather than was killed."""
+        return None if self._status is None else self._status[0]
+
+    @property
+    def signal_status(self) -> int | None:
+        """The signal that killed the child, once reaped."""
+        return None if self._status is None else self._status[1]
+
+    def write(self, data: bytes) -> None:
+        """Type into the child's terminal; what it cannot take now is queued, in order.
+
+        A terminal whose child is gone takes nothing: the bytes are dropped.
+        """
+        if self._master_open:
+            self._pending += data
+            self._flush()
+
+    def resize(self, rows: int, cols: int) -> None:
+        if self._master_open:
+            self._proc.setwinsize(rows, cols)
+
+    def read_available(self) -> bytes:
+        """Drain the output readable now, without blocking (for use without attach)."""
+        if self._loop is not None:
+            raise RuntimeError("attached: output goes to on_output")
+        self._flush()
+        chunks: list[bytes] = []
+        while self._master_open:
+            try:
+                data = self._read()
+            except BlockingIOError:
+                break
+            if not data:
+                self._output_ended()
+                break
+            chunks.append(data)
+        return b"".join(chunks)
+
+    async def terminate(self, grace: float = 3.0) -> None:
+        """End the child's whole session and reap it; safe to call again or concurrently."""
+        if self._termination is None:
+            self._termination = asyncio.ensure_future(self._terminate(grace))
+        await asyncio.shield(self._termination)
+
+    async def _terminate(self, grace: float) -> None:
+        loop = asyncio.get_running_loop()
+        # SIGCONT lets stopped jobs act on the SIGHUP and SIGTERM, as on a real hangup.
+        for sig in (signal.SIGHUP, signal.SIGCONT, signal.SIGTERM):
+            _signal_session(self.pid, sig)
+        deadline = loop.time() + grace
+        while not self._session_over() and loop.time() < deadline:
+            await asyncio.sleep(_POLL_INTERVAL)
+        deadline = loop.time() + _KILL_WAIT
+        while not self._session_over() and loop.time() < deadline:
+            _signal_session(self.pid, signal.SIGKILL)
+            await asyncio.sleep(_POLL_INTERVAL)
+        if self._master_open:
+            # Hand over what the child wrote before it died, then hang up the terminal for
+            # anything that survived: the kernel's SIGHUP reaches what we could not signal.
+            if self._on_output is not None:
+                while data := self._read_or_empty():
+                    self._on_output(data)
+            self._output_ended()
+        if self._session_over():
+            await self._dismiss_guard()
+
+    def _session_over(self) -> bool:
+        # After the leader is reaped its pid stays reserved while any process still has it
+        # as session id, so the scan cannot hit an unrelated session.
+        return self._reap() and not _session_groups(self.pid)
+
+    async def _dismiss_guard(self) -> None:
+        stdin = self._guard.stdin
+        if stdin is not None and not stdin.closed:
+            with contextlib.suppress(BrokenPipeError):
+                stdin.write(_GUARD_DISMISS)
+            with contextlib.suppress(BrokenPipeError):
+                stdin.close()
+        deadline = asyncio.get_running_loop().time() + _KILL_WAIT
+        while self._guard.poll() is None and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(_POLL_INTERVAL)
+
+    def _read(self) -> bytes:
+        try:
+            return os.read(self._fd, _READ_CHUNK)
+        except OSError as e:
+            # Linux reports a pty whose slave side is closed by everyone as EIO, not EOF.
+            if e.errno == errno.EIO:
+                return b""
+            raise
+
+    def _read_or_empty(self) -> bytes:
+        try:
+            return self._read()
+        except BlockingIOError:
+            return b""
+
+    def _on_readable(self) -> None:
+        try:
+            data = self._read()
+        except BlockingIOError:
+            return
+        if data:
+            assert self._on_output is not None
+            self._on_output(data)
+        else:
+            self._output_ended()
+
+    def _flush(self) -> None:
+        while self._pending:
+            try:
+                n = os.write(self._fd, self._pending)
+            except BlockingIOError:
+                break
+            except OSError as e:
+                if e.errno != errno.EIO:
+                    raise
+                # Nobody holds the terminal any more; the reader will see the end.
+                self._pending.clear()
+                break
+            del self._pending[:n]
+        want_writer = bool(self._pending) and self._loop is not None
+        if want_writer != self._writer_added:
+            assert self._loop is not None
+            if want_writer:
+                self._loop.add_writer(self._fd, self._flush)
+            else:
+                self._loop.remove_writer(self._fd)
+            self._writer_added = want_writer
+
+    def _output_ended(self) -> None:
+        if self._master_open:
+            if self._loop is not None:
+                self._loop.remove_reader(self._fd)
+                if self._writer_added:
+                    self._loop.remove_writer(self._fd)
+                    self._writer_added = False
+            self._pending.clear()
+            self._proc.fileobj.close()
+            # Keeps ptyprocess's __del__ from closing the fd number again, maybe reused.
+            self._proc.closed = True
+            self._master_open = False
+        if not self._reap() and self._loop is not None and not self._pidfd_watched:
+            self._loop.add_reader(self._pidfd, self._reap)
+            self._pidfd_watched = True
+
+    def _reap(self) -> bool:
+        """Collect the exit status if the child has exited; True once it has been reaped."""
+        if self._status is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                # Someone else's waitpid(-1) took it: the status is lost.
+                pid, status = self.pid, -1
+            if pid == 0:
+                return False
+            if status == -1:
+                self._status = (None, None)
+            elif os.WIFSIGNALED(status):
+                self._status = (None, os.WTERMSIG(status))
+            else:
+                self._status = (os.WEXITSTATUS(status), None)
+            if self._pidfd_watched:
+                assert self._loop is not None
+                self._loop.remove_reader(self._pidfd)
+                self._pidfd_watched = False
+            os.close(self._pidfd)
+        if not self._master_open and self._on_exit is not None and not self._exit_reported:
+            self._exit_reported = True
+            self._on_exit(*self._status)
+        return True
+
+
+if __name__ == "__main__":
+    _guard_main(int(sys.argv[1]))

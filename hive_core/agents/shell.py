@@ -1,0 +1,42 @@
+"""A plain shell: no hooks, so its mail shows in its pane title and the manager is told."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from hive_core.agents.provider import (
+    CanonicalEvent,
+    HookAnswer,
+    HookDecision,
+    Launch,
+    LaunchContext,
+    agent_cwd,
+    office_env,
+)
+from hive_core.schema import AgentSpec
+
+DEFAULT_SHELL = "/bin/bash"
+
+
+class ShellProvider:
+    name = "shell"
+    hookless = True
+
+    def executable(self, agent: AgentSpec) -> str:
+        return agent.command[0] if agent.command else os.environ.get("SHELL") or DEFAULT_SHELL
+
+    def install_hint(self) -> str:
+        return "Set SHELL to an installed shell, or give the agent a `command` in office.toml."
+
+    def prepare(self, ctx: LaunchContext) -> Launch:
+        env = office_env(ctx)
+        # The person types into this one: interactive, whatever its stdin looks like.
+        argv = ctx.agent.command or [ctx.base_env.get("SHELL") or DEFAULT_SHELL, "-i"]
+        return Launch(argv=list(argv), env=env, cwd=agent_cwd(ctx.agent))
+
+    def canonical(self, raw: dict[str, Any]) -> CanonicalEvent | None:
+        return None
+
+    def render(self, event: CanonicalEvent, decision: HookDecision) -> HookAnswer:
+        return HookAnswer()

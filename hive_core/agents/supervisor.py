@@ -1,0 +1,193 @@
+"""Starting and stopping the roster's agent CLIs, each in its own pty.
+
+The supervisor mints each start's secret, writes identity.md, asks the provider for the
+launch, spawns it, and keeps the pty read (a child whose output nobody reads would
+stall). Output goes to whoever listens (the app's panes); without a listener the last
+part is kept so a later viewer sees the current screen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import shutil
+import sys
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Coroutine, Mapping
+from pathlib import Path
+
+import cth_hook
+from hive_core.agents.identity import identity_text, system_prompt
+from hive_core.agents.provider import LaunchContext, Provider
+from hive_core.agents.pty_session import PtySession
+from hive_core.agents.state import AgentState
+from hive_core.fsio import atomic_write
+from hive_core.paths import HivePaths
+from hive_core.schema import OfficeConfig
+
+# Output kept per agent for a viewer that attaches later.
+BACKLOG_BYTES = 256 * 1024
+# A resumed session that dies this fast without a SessionStart could not be resumed:
+# start it afresh instead.
+RESUME_GRACE_S = 15.0
+DEFAULT_SIZE = (40, 120)
+
+OutputSink = Callable[[str, bytes], None]
+
+
+def hook_command() -> list[str]:
+    """How agent CLIs run the shim: the venv's interpreter on the shim's file, isolated
+    (-I: no PYTHON* variables or user site) and without site start-up (-S), which
+    makes a hook about 10 ms faster than the console-script wrapper."""
+    return [sys.executable, "-I", "-S", str(Path(cth_hook.__file__).parent / "__main__.py")]
+
+
+def tool_path() -> list[str]:
+    """Folders that must come first on an agent's PATH so `hive` and `cth-hook` resolve."""
+    return [str(Path(sys.executable).parent)]
+
+
+class Supervisor:
+    def __init__(
+        self,
+        paths: HivePaths,
+        config: OfficeConfig,
+        states: Mapping[str, AgentState],
+        providers: Mapping[str, Provider],
+        *,
+        on_change: Callable[[AgentState], None],
+        log: Callable[[str, str], None],
+    ) -> None:
+        self.paths = paths
+        self.config = config
+        self.states = states
+        self.providers = providers
+        self.on_change = on_change
+        self.log = log
+        self.sessions: dict[str, PtySession] = {}
+        self.backlog: dict[str, deque[bytes]] = {}
+        self.sinks: list[OutputSink] = []
+        self._started_at: dict[str, float] = {}
+        self.size = DEFAULT_SIZE
+        # The loop keeps only weak references to tasks; these must not vanish mid-way.
+        self._tasks: set[asyncio.Task[object]] = set()
+
+    def _background(self, coro: Coroutine[object, object, object]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def missing_cli(self, agent_id: str) -> str | None:
+        """Why this agent's CLI cannot start (not installed), or None."""
+        state = self.states[agent_id]
+        provider = self.providers[state.spec.provider]
+        program = provider.executable(state.spec)
+        search = os.pathsep.join([*tool_path(), os.environ.get("PATH", "")])
+        if shutil.which(program, path=search) is None:
+            return f"`{program}` is not installed. {provider.install_hint()}"
+        return None
+
+    async def start_all(self) -> None:
+        """The manager first (it gets the first turn), then the rest in roster order."""
+        order = sorted(self.states.values(), key=lambda s: not s.manager)
+        for state in order:
+            if not state.spec.archived and not state.spec.send_only:
+                await self.start(state.id)
+
+    async def start(self, agent_id: str, *, fresh: bool = False) -> bool:
+        state = self.states[agent_id]
+        if agent_id in self.sessions and self.sessions[agent_id].alive:
+            return True
+        state.missing = self.missing_cli(agent_id)
+        if state.missing:
+            state.status = "exited"
+            self.log(agent_id, f"cannot start: {state.missing}")
+            self.on_change(state)
+            return False
+        resume = bool(state.session_id) and not fresh
+        session_id = state.session_id if resume and state.session_id else str(uuid.uuid4())
+        ctx = LaunchContext(
+            paths=self.paths,
+            agent=state.spec,
+            secret=state.new_secret(),
+            session_id=session_id,
+            resume=resume,
+            system_prompt=system_prompt(state.spec, self.config, self.paths),
+            hook_command=hook_command(),
+            path_prepend=tool_path(),
+            base_env={k: v for k, v in os.environ.items() if not k.startswith("HIVE_")},
+        )
+        mailbox = self.paths.mailbox(agent_id)
+        atomic_write(mailbox.identity, identity_text(state.spec, self.config).encode())
+        launch = self.providers[state.spec.provider].prepare(ctx)
+        launch.cwd.mkdir(parents=True, exist_ok=True)
+        rows, cols = self.size
+        session = PtySession.spawn(
+            launch.argv, env=launch.env, cwd=launch.cwd, rows=rows, cols=cols
+        )
+        self.sessions[agent_id] = session
+        self.backlog.setdefault(agent_id, deque())
+        self._started_at[agent_id] = time.monotonic()
+        state.pid = session.pid
+        state.status = "offline"  # until its SessionStart arrives
+        state.stop_blocks = 0
+        state.exit_status = None
+        loop = asyncio.get_running_loop()
+        session.attach(
+            loop,
+            functools.partial(self._output, agent_id),
+            functools.partial(self._exited, agent_id, resume),
+        )
+        self.log(
+            agent_id,
+            f"started {' '.join(launch.argv[:1])} (pid {session.pid}"
+            f"{', resuming ' + session_id if resume else ''})",
+        )
+        self.on_change(state)
+        return True
+
+    async def stop_all(self) -> None:
+        await asyncio.gather(
+            *(s.terminate() for s in self.sessions.values()), return_exceptions=True
+        )
+
+    def write(self, agent_id: str, data: bytes) -> None:
+        session = self.sessions.get(agent_id)
+        if session and session.alive:
+            session.write(data)
+
+    def resize(self, rows: int, cols: int, agent_id: str | None = None) -> None:
+        if agent_id is None:
+            self.size = (rows, cols)
+        for aid, session in self.sessions.items():
+            if (agent_id is None or aid == agent_id) and session.alive:
+                session.resize(rows, cols)
+
+    def _output(self, agent_id: str, data: bytes) -> None:
+        backlog = self.backlog[agent_id]
+        backlog.append(data)
+        size = sum(len(b) for b in backlog)
+        while size > BACKLOG_BYTES and len(backlog) > 1:
+            size -= len(backlog.popleft())
+        for sink in self.sinks:
+            sink(agent_id, data)
+
+    def _exited(self, agent_id: str, resumed: bool, code: int | None, sig: int | None) -> None:
+        state = self.states[agent_id]
+        # Whatever the agent left running in its terminal goes with it.
+        self._background(self.sessions[agent_id].terminate())
+        state.pid = None
+        state.exit_status = code if code is not None else (-sig if sig else None)
+        state.status = "exited"
+        how = f"exit {code}" if code is not None else f"signal {sig}"
+        self.log(agent_id, f"exited ({how})")
+        self.on_change(state)
+        quick = time.monotonic() - self._started_at.get(agent_id, 0) < RESUME_GRACE_S
+        if resumed and quick and code not in (0, None):
+            # The session could not be resumed (its transcript is gone, say): start afresh.
+            state.session_id = None
+            self.log(agent_id, "could not resume its session; starting a new one")
+            self._background(self.start(agent_id, fresh=True))

@@ -1,0 +1,106 @@
+"""`hive-office doctor`: what is installed, what runs, and what to fix."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pygit2
+
+from hive_core.agents.providers import providers
+from hive_core.agents.supervisor import tool_path
+from hive_core.config import ConfigError, load_office
+from hive_core.paths import HivePaths
+
+# AF_UNIX socket paths hold at most 107 bytes on Linux.
+SOCKET_PATH_MAX = 107
+
+
+@dataclass(frozen=True)
+class Check:
+    ok: bool
+    what: str
+    fix: str = ""
+
+
+def run_checks(paths: HivePaths) -> list[Check]:
+    checks: list[Check] = [Check(True, f"Python {sys.version.split()[0]} at {sys.executable}")]
+    if not paths.office_toml.exists():
+        return [*checks, Check(False, f"no office in {paths.home}", "run `hive-office init`")]
+    try:
+        config = load_office(paths.office_toml)
+    except ConfigError as e:
+        return [*checks, Check(False, "office.toml is invalid", str(e))]
+    checks.append(
+        Check(True, f"office.toml: {len(config.agents)} agents, manager {config.office.manager}")
+    )
+    try:
+        repo = pygit2.Repository(str(paths.hive))
+        head = "no commits yet" if repo.head_is_unborn else f"HEAD {str(repo.head.target)[:8]}"
+        checks.append(Check(True, f"hive git repo at {paths.hive} ({head})"))
+    except pygit2.GitError:
+        checks.append(Check(False, f"{paths.hive} is not a git repo", "run `hive-office init`"))
+    longest = max(
+        paths.hook_socket, paths.control_socket, paths.kick_socket, key=lambda p: len(str(p))
+    )
+    if len(str(longest)) > SOCKET_PATH_MAX:
+        checks.append(
+            Check(
+                False,
+                f"socket path {longest} is longer than {SOCKET_PATH_MAX} bytes",
+                "use a shorter --home (e.g. ~/.hive-office)",
+            )
+        )
+    pid = _office_pid(paths)
+    checks.append(
+        Check(
+            True,
+            f"office running (pid {pid})"
+            if pid
+            else "office not running (start it with `hive-office serve`)",
+        )
+    )
+    search = os.pathsep.join([*tool_path(), os.environ.get("PATH", "")])
+    known = providers()
+    for agent in config.agents:
+        provider = known[agent.provider]
+        program = provider.executable(agent)
+        found = shutil.which(program, path=search)
+        if found:
+            checks.append(Check(True, f"{agent.id}: {agent.provider} -> {found}{_version(found)}"))
+        else:
+            checks.append(
+                Check(False, f"{agent.id}: `{program}` not found", provider.install_hint())
+            )
+        cwd = Path(agent.cwd).expanduser()
+        if not cwd.is_dir():
+            checks.append(
+                Check(
+                    False,
+                    f"{agent.id}: working folder {cwd} does not exist",
+                    f"create it or change `cwd` for {agent.id} in office.toml",
+                )
+            )
+    return checks
+
+
+def _office_pid(paths: HivePaths) -> int | None:
+    try:
+        pid = int(paths.pid_file.read_text().strip())
+        os.kill(pid, 0)
+        return pid
+    except (FileNotFoundError, ValueError, ProcessLookupError, PermissionError):
+        return None
+
+
+def _version(program: str) -> str:
+    try:
+        out = subprocess.run([program, "--version"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    first = (out.stdout or out.stderr).strip().splitlines()
+    return f" ({first[0]})" if first else ""

@@ -1,0 +1,124 @@
+"""The event plane's effects: turn an authenticated hook frame into a reply and a state change.
+
+The hook server hands over (agent id, raw event); this module maps the event through
+the agent's provider, reads the agent's unread mail, asks `decide()` what to do, applies
+the outcome to the agent's state, logs it, and renders the reply for that CLI.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import msgspec
+
+from hive_core.agents.provider import Provider
+from hive_core.agents.state import AgentState
+from hive_core.events.decide import AgentView, MailItem, OfficeFacts, decide
+from hive_core.fsio import append_line
+from hive_core.ids import utc_now_iso
+from hive_core.mail import iter_inbox
+from hive_core.paths import HivePaths
+from hive_core.schema import HookReply, LogEvent, OfficeConfig
+
+_encode = msgspec.json.Encoder().encode
+
+
+class EventPlane:
+    def __init__(
+        self,
+        paths: HivePaths,
+        config: OfficeConfig,
+        states: Mapping[str, AgentState],
+        providers: Mapping[str, Provider],
+        *,
+        on_change: Callable[[AgentState], None],
+        touch: Callable[..., None],
+    ) -> None:
+        self.paths = paths
+        self.states = states
+        self.providers = providers
+        self.on_change = on_change
+        self.touch = touch
+        self.facts = OfficeFacts(
+            office=config.office.name,
+            home=paths.home,
+            hive=paths.hive,
+            manager=config.office.manager,
+            stop_block_cap=config.office.stop_block_cap,
+            roster=[(a.id, a.name, a.role) for a in config.agents if not a.archived],
+            web_agents=[a.id for a in config.agents if a.web and not a.archived],
+        )
+
+    def secret_of(self, agent_id: str) -> str | None:
+        state = self.states.get(agent_id)
+        return state.secret if state and state.secret else None
+
+    def rejected(self, agent_id: str, why: str) -> None:
+        self.log(
+            LogEvent(
+                ts=utc_now_iso(), kind="hook", agent=agent_id, detail=f"refused a hook frame: {why}"
+            )
+        )
+
+    async def handle(self, agent_id: str, raw: dict[str, Any]) -> HookReply:
+        state = self.states[agent_id]
+        provider = self.providers[state.spec.provider]
+        event = provider.canonical(raw)
+        if event is None:
+            return HookReply()
+        unread = self.unread(agent_id)
+        view = AgentView(
+            id=agent_id,
+            name=state.spec.name,
+            role=state.spec.role,
+            manager=state.manager,
+            web=state.spec.web,
+            paused=state.paused,
+            halted=state.halted,
+            stop_blocks=state.stop_blocks,
+            announced=frozenset(state.announced),
+            typed_ago=state.typed_ago(),
+        )
+        outcome = decide(event, view, unread, self.facts)
+        before = state.status
+        if event.name == "SessionStart":
+            state.announced.clear()
+        elif event.name == "UserPromptSubmit":
+            # Whatever the person was typing has been submitted: the Stop drain may act again.
+            state.typed_at = None
+        if outcome.status is not None:
+            state.status = outcome.status
+        if outcome.session_id:
+            state.session_id = outcome.session_id
+        if outcome.last_tool:
+            state.last_tool = outcome.last_tool
+        state.stop_blocks = outcome.stop_blocks
+        state.announced |= outcome.announce
+        state.last_seen = utc_now_iso()
+        if outcome.note or state.status != before:
+            transition = f"{before} -> {state.status}" if state.status != before else state.status
+            note = f"{event.name}: {outcome.note}" if outcome.note else event.name
+            self.log(
+                LogEvent(
+                    ts=state.last_seen,
+                    kind="agent",
+                    agent=agent_id,
+                    detail=f"{note} [{transition}]",
+                )
+            )
+        self.on_change(state)
+        answer = provider.render(event, outcome.decision)
+        return HookReply(exit=answer.exit, stdout=answer.stdout, stderr=answer.stderr)
+
+    def unread(self, agent_id: str) -> list[MailItem]:
+        return [
+            MailItem(
+                id=m.id, sender=m.sender, act=m.act, subject=m.subject, needs_human=m.needs_human
+            )
+            for m in iter_inbox(self.paths.mailbox(agent_id))
+        ]
+
+    def log(self, event: LogEvent) -> None:
+        append_line(self.paths.log, _encode(event))
+        self.touch(self.paths.log)

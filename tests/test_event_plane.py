@@ -1,0 +1,381 @@
+"""The event plane with the real claude CLI: `hive-office serve` runs two claude agents in
+ptys, pointed at scripted Messages APIs on 127.0.0.1, and the office's hooks drive them."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hive_core.claude_env import claude_environment, write_claude_config
+from hive_core.scripted_model import (
+    RecordedRequest,
+    Scenario,
+    ScriptedModel,
+    ToolUse,
+    bash,
+    has_tool_result,
+    last_user_texts,
+    turn,
+    user_says,
+)
+
+BIN = Path(sys.executable).parent
+CLAUDE = shutil.which("claude", path=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+API_KEY = "sk-ant-scripted-0123456789abcdefghijklmnop"
+AGENTS = ("michael", "jim")
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(CLAUDE is None, reason="claude CLI not found (run scripts/setup)"),
+]
+
+
+def wait_for(predicate: Callable[[], Any], what: str, timeout: float = 60) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@dataclass
+class Floor:
+    """A running `hive-office serve` with claude agents, and what it is connected to."""
+
+    home: Path
+    project: Path
+    models: dict[str, ScriptedModel]
+    proc: subprocess.Popen[bytes]
+    env: dict[str, str]
+
+    def registry(self) -> dict[str, dict[str, Any]]:
+        try:
+            data = json.loads((self.home / "hive" / "registry.json").read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            return {}
+        return {a["id"]: a for a in data["agents"]}
+
+    def log(self, agent: str | None = None) -> list[dict[str, Any]]:
+        lines = (self.home / "hive" / "log.jsonl").read_text().splitlines()
+        events = [json.loads(line) for line in lines if line.strip()]
+        return [e for e in events if agent is None or e.get("agent") == agent]
+
+    def run(
+        self, *args: str, agent: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        env = {**self.env, "HIVE_HOME": str(self.home)}
+        env.pop("HIVE_AGENT_ID", None)
+        if agent:
+            env["HIVE_AGENT_ID"] = agent
+        result = subprocess.run(
+            [str(BIN / args[0]), *args[1:]], env=env, capture_output=True, text=True, timeout=60
+        )
+        if check:
+            assert result.returncode == 0, result.stderr
+        return result
+
+    def inbox(self, who: str) -> list[dict[str, Any]]:
+        folder = self.home / "hive" / ("human" if who == "human" else f"agents/{who}") / "inbox"
+        return [json.loads(p.read_text()) for p in sorted(folder.glob("2*.json"))]
+
+    def git(self, *args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(self.home / "hive"), *args],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+
+    def agent_pids(self) -> set[int]:
+        """Every live process started for this office (they carry its HIVE_HOME)."""
+        marker = f"HIVE_HOME={self.home}".encode()
+        found = set()
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                environ = Path(f"/proc/{entry}/environ").read_bytes()
+            except OSError:
+                continue
+            if marker in environ.split(b"\0") and int(entry) != self.proc.pid:
+                found.add(int(entry))
+        return found
+
+
+@pytest.fixture
+def start_floor() -> Iterator[Callable[..., Floor]]:
+    floors: list[Floor] = []
+    # Short paths: the office's sockets live under the home (AF_UNIX paths are <= 107 bytes).
+    root = Path(tempfile.mkdtemp(prefix="hive-ep-", dir="/tmp"))
+
+    def start(scenarios: dict[str, list[Any]], *, stop_block_cap: int = 3) -> Floor:
+        home, project, config_dir = root / "home", root / "project", root / "claude"
+        project.mkdir()
+        write_claude_config(config_dir, API_KEY, trusted=[project])
+        models = {
+            a: ScriptedModel(Scenario(scenarios.get(a, []), fallback="Noted.")) for a in AGENTS
+        }
+        for model in models.values():
+            model.start()
+        roster = f'[office]\nmanager = "michael"\nstop_block_cap = {stop_block_cap}\n'
+        for agent in AGENTS:
+            roster += (
+                f'\n[[agents]]\nid = "{agent}"\nname = "{agent.title()}"\nrole = "Engineer"\n'
+                f'provider = "claude"\ncwd = "{project}"\n'
+                f'env = {{ ANTHROPIC_BASE_URL = "{models[agent].base_url}" }}\n'
+            )
+        home.mkdir()
+        (home / "office.toml").write_text(roster)
+        env = claude_environment(
+            base_url=models["michael"].base_url, api_key=API_KEY, config_dir=config_dir
+        )
+        env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+        subprocess.run(
+            [str(BIN / "hive-office"), "init", "--home", str(home)],
+            env=env,
+            check=True,
+            capture_output=True,
+        )
+        proc = subprocess.Popen(
+            [str(BIN / "hive-office"), "serve", "--home", str(home)],
+            env=env,
+            stdout=(root / "serve.log").open("wb"),
+            stderr=subprocess.STDOUT,
+        )
+        floor = Floor(home, project, models, proc, env)
+        floors.append(floor)
+        wait_for(
+            lambda: all(
+                floor.registry().get(a, {}).get("session_id")
+                and floor.registry()[a]["status"] == "idle"
+                for a in AGENTS
+            ),
+            "both agents' SessionStart",
+            timeout=90,
+        )
+        return floor
+
+    yield start
+    for floor in floors:
+        if floor.proc.poll() is None:
+            floor.proc.send_signal(signal.SIGTERM)
+            try:
+                floor.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                floor.proc.kill()
+        for model in floor.models.values():
+            model.stop()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def feedback_id(request: dict[str, Any]) -> str:
+    """The first message id in the Stop hook feedback the agent was given."""
+    text = "\n".join(last_user_texts(request))
+    match = re.search(r"- (\S+) from ", text)
+    assert match, text
+    return match.group(1)
+
+
+def texts_of(request: RecordedRequest) -> str:
+    if request.kind != "main":
+        return ""
+    return "\n".join(last_user_texts(request.body))
+
+
+# --- 1 ------------------------------------------------------------------------------------
+
+
+def test_session_and_turn_reach_the_registry(start_floor: Callable[..., Floor]) -> None:
+    floor = start_floor({"jim": [turn(user_says("hello office"), "Hello!", delay=2.0)]})
+    jim = floor.registry()["jim"]
+    session_id = jim["session_id"]
+    assert re.fullmatch(r"[0-9a-f-]{36}", session_id) and jim["pid"]
+    floor.run("hive-office", "type", "--home", str(floor.home), "jim", "hello office")
+    wait_for(lambda: floor.registry()["jim"]["status"] == "working", "jim working", timeout=30)
+    wait_for(lambda: floor.registry()["jim"]["status"] == "idle", "jim idle again", timeout=30)
+    assert floor.registry()["jim"]["session_id"] == session_id
+    details = [e["detail"] for e in floor.log("jim")]
+    assert any("UserPromptSubmit" in d and "[idle -> working]" in d for d in details), details
+    assert any("Stop: turn ended [working -> idle]" in d for d in details), details
+    assert floor.models["jim"].scenario.done
+
+
+# --- 2 ------------------------------------------------------------------------------------
+
+
+def test_mail_that_arrives_mid_turn_is_drained_at_stop(start_floor: Callable[..., Floor]) -> None:
+    floor = start_floor(
+        {
+            "jim": [
+                turn(user_says("start the build"), bash("hive roster"), delay=3.0),
+                turn(has_tool_result(), "Build started."),
+                turn(user_says("Stop hook feedback"), build=lambda req: [bash("hive inbox")]),
+                turn(
+                    has_tool_result(),
+                    build=lambda req: [bash(f"hive reply {mail_id} --body 'Build is green.'")],
+                ),
+                turn(has_tool_result(), build=lambda req: [bash(f"hive done {mail_id}")]),
+                turn(has_tool_result(), "Answered Michael."),
+            ]
+        }
+    )
+    floor.run("hive-office", "type", "--home", str(floor.home), "jim", "start the build")
+    wait_for(lambda: floor.registry()["jim"]["status"] == "working", "jim working", timeout=30)
+    floor.run(
+        "hive",
+        "send",
+        "--to",
+        "jim",
+        "--act",
+        "query",
+        "--subject",
+        "build status?",
+        "--body",
+        "Is the build green?",
+        agent="michael",
+    )
+    [mail] = wait_for(lambda: floor.inbox("jim"), "delivery to jim")
+    mail_id = mail["id"]
+    feedback = floor.models["jim"].wait_for(lambda r: "Stop hook feedback" in texts_of(r), 60)
+    text = texts_of(feedback)
+    assert (
+        mail_id in text and "from michael (query): build status?" in text and "hive inbox" in text
+    )
+    reply = wait_for(
+        lambda: [m for m in floor.inbox("michael") if m.get("in_reply_to") == mail_id],
+        "jim's reply in michael's inbox",
+        timeout=60,
+    )[0]
+    assert reply["from"] == "jim" and reply["body"] == "Build is green." and reply["hops"] == 1
+    wait_for(lambda: not floor.inbox("jim"), "jim marks the message done", timeout=60)
+    wait_for(
+        lambda: f"agents/michael/inbox/{reply['id']}.json" in floor.git("ls-files"),
+        "the reply committed",
+        timeout=20,
+    )
+    bash_calls = [r.body for r in floor.models["jim"].main_requests]
+    assert any("Build is green" in json.dumps(b) for b in bash_calls)
+
+
+# --- 3 ------------------------------------------------------------------------------------
+
+
+def test_block_cap_releases_the_agent(start_floor: Callable[..., Floor]) -> None:
+    cap = 2
+    floor = start_floor({"jim": [turn(user_says("tidy up"), "Tidied.")]}, stop_block_cap=cap)
+    floor.run(
+        "hive", "send", "--to", "jim", "--subject", "fyi 1", "--body", "first", agent="michael"
+    )
+    wait_for(lambda: floor.inbox("jim"), "first delivery")
+    floor.run("hive-office", "type", "--home", str(floor.home), "jim", "tidy up")
+    # Mail keeps arriving while the agent is kept working; it never marks any done.
+    for n in range(2, 5):
+        time.sleep(0.5)
+        floor.run(
+            "hive",
+            "send",
+            "--to",
+            "jim",
+            "--subject",
+            f"fyi {n}",
+            "--body",
+            "more",
+            agent="michael",
+        )
+    wait_for(lambda: any("released after" in e["detail"] for e in floor.log("jim")), "release", 60)
+    feedbacks = [
+        r for r in floor.models["jim"].main_requests if "Stop hook feedback" in texts_of(r)
+    ]
+    assert len(feedbacks) == cap
+    wait_for(lambda: floor.registry()["jim"]["status"] == "idle", "jim idle")
+    time.sleep(2)
+    assert (
+        len([r for r in floor.models["jim"].main_requests if "Stop hook feedback" in texts_of(r)])
+        == cap
+    )
+
+
+# --- 4 ------------------------------------------------------------------------------------
+
+
+def test_web_tool_denied_with_a_reason_the_model_sees(start_floor: Callable[..., Floor]) -> None:
+    fetch = ToolUse("WebFetch", {"url": "https://example.com/spec", "prompt": "Summarise it."})
+    floor = start_floor(
+        {
+            "jim": [
+                turn(user_says("read the spec"), fetch),
+                turn(has_tool_result(), "I will ask someone with web access."),
+            ]
+        }
+    )
+    floor.run("hive-office", "type", "--home", str(floor.home), "jim", "read the spec online")
+    after = floor.models["jim"].wait_for(lambda r: r.turn == 1, 60)
+    results = [
+        block
+        for message in after.body["messages"]
+        if message["role"] == "user"
+        for block in (message["content"] if isinstance(message["content"], list) else [])
+        if block.get("type") == "tool_result" and block.get("tool_use_id") == fetch.id
+    ]
+    assert results and results[0].get("is_error")
+    content = json.dumps(results[0]["content"])
+    assert "WebFetch is only for agents with web access" in content
+    assert any("denied WebFetch" in e["detail"] for e in floor.log("jim"))
+
+
+# --- 5 ------------------------------------------------------------------------------------
+
+
+def test_a_frame_with_a_wrong_secret_changes_nothing(start_floor: Callable[..., Floor]) -> None:
+    floor = start_floor({})
+    before = floor.registry()["jim"]
+    env = {
+        **floor.env,
+        "HIVE_AGENT_ID": "jim",
+        "HIVE_SECRET": "not-the-secret",
+        "HIVE_SOCKET": str(floor.home / "run" / "hook.sock"),
+    }
+    event = {"hook_event_name": "SessionEnd", "session_id": before["session_id"], "reason": "other"}
+    done = subprocess.run(
+        [str(BIN / "cth-hook")],
+        input=json.dumps(event),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    wait_for(
+        lambda: any("wrong or stale secret" in e["detail"] for e in floor.log("jim")),
+        "the log line",
+    )
+    after = floor.registry()["jim"]
+    assert after["status"] == "idle" and after["session_id"] == before["session_id"]
+
+
+# --- 6 ------------------------------------------------------------------------------------
+
+
+def test_killing_the_office_leaves_no_orphans(start_floor: Callable[..., Floor]) -> None:
+    floor = start_floor({})
+    pids = floor.agent_pids()
+    registered = {floor.registry()[a]["pid"] for a in AGENTS}
+    assert registered <= pids and len(pids) >= 2
+    floor.proc.send_signal(signal.SIGKILL)
+    floor.proc.wait()
+    wait_for(lambda: not floor.agent_pids(), f"agent processes {pids} to go", timeout=15)
