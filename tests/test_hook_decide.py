@@ -223,6 +223,15 @@ def test_everything_denied_while_paused_or_halted() -> None:
         (JIM, tool("Bash", command="hive board"), False),
         (JIM, tool("Bash", command="hive send --to pam --body 'see /tmp/x > y'"), False),
         (JIM, tool("Bash", command="pytest -q > /tmp/out.txt"), False),
+        (
+            JIM,
+            tool(
+                "Edit",
+                file_path="/home/u/src/a.py",
+                file_paths=["/home/u/src/a.py", str(HIVE / "board.md")],
+            ),
+            True,
+        ),
     ],
 )
 def test_write_policy(agent: AgentView, event: CanonicalEvent, denied: bool) -> None:

@@ -39,8 +39,9 @@ What Gemini does not offer:
   or anywhere under /tmp, is ignored. So for an office home owned by a normal user
   these hooks do not run, and the agent is effectively hookless; a per-agent
   GEMINI_CLI_HOME (a whole private ~/.gemini, login included) is the way around it.
-- No tool event for MCP resources or subagents beyond their own tool names, which pass
-  through unmapped, as do Gemini tools without a Claude counterpart.
+- Tools without a Claude Code counterpart (list_directory, read_many_files, MCP tools
+  named `mcp_<server>_<tool>`, ...) keep their Gemini names, so rules keyed on Claude's
+  names do not apply to them. Notification only reports permission prompts, never idle.
 """
 
 from __future__ import annotations
@@ -97,6 +98,7 @@ TOOLS = {
 }
 NOTIFICATIONS = {"ToolPermission": "permission_prompt"}
 _CONTEXT_EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse")
+# Spelled out in the hook command so they survive Gemini's environment redaction.
 _FORWARDED = ("HIVE_HOME", "HIVE_AGENT_ID", "HIVE_SECRET", "HIVE_SOCKET")
 
 

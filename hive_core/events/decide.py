@@ -251,8 +251,14 @@ def tool_policy(event: CanonicalEvent, agent: AgentView, office: OfficeFacts) ->
         )
     if tool in FILE_WRITE_TOOLS:
         raw = event.tool_input.get(FILE_WRITE_TOOLS[tool])
-        if isinstance(raw, str):
-            return _write_refusal(_resolve(raw, event.cwd), agent, office)
+        # A Codex patch edits several files at once: every one of them must pass.
+        many = event.tool_input.get("file_paths")
+        targets = [raw] if isinstance(raw, str) else []
+        targets += [p for p in many if isinstance(p, str)] if isinstance(many, list) else []
+        for target in targets:
+            reason = _write_refusal(_resolve(target, event.cwd), agent, office)
+            if reason:
+                return reason
     if tool == "Bash":
         command = event.tool_input.get("command")
         if isinstance(command, str):
