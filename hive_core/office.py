@@ -12,7 +12,8 @@ import contextlib
 import fcntl
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import msgspec
@@ -84,6 +85,16 @@ def _read_pid(path: Path) -> int | None:
         return None
 
 
+@dataclass
+class Listeners:
+    """Who wants to know what happens in the office (the app; nothing when headless).
+    Called on the office's loop; they must be quick."""
+
+    agent: list[Callable[[AgentState], None]] = field(default_factory=list)
+    routed: list[Callable[[str, list[str]], None]] = field(default_factory=list)
+    hive: list[Callable[[set[Path]], None]] = field(default_factory=list)
+
+
 class Office:
     def __init__(
         self, paths: HivePaths, config: OfficeConfig | None = None, *, agents: bool = True
@@ -131,6 +142,7 @@ class Office:
             log=self._agent_log,
         )
         self.control = ControlServer(paths.control_socket, self._control)
+        self.listeners = Listeners()
         self._kicked: set[str] = set()
         self._wake = asyncio.Event()
         self._registry_dirty = asyncio.Event()
@@ -238,8 +250,10 @@ class Office:
             commit_stop.set()
             await committing
 
-    def _agent_changed(self, _state: AgentState) -> None:
+    def _agent_changed(self, state: AgentState) -> None:
         self._registry_dirty.set()
+        for listener in self.listeners.agent:
+            listener(state)
 
     def _agent_log(self, agent_id: str, text: str) -> None:
         self.plane.log(LogEvent(ts=utc_now_iso(), kind="agent", agent=agent_id, detail=text))
@@ -321,11 +335,16 @@ class Office:
                     if owner:
                         self._request_scan(owner)
             self.committer.touch(*touched)
+            for hive_listener in self.listeners.hive:
+                hive_listener(set(touched))
 
     def _routed(self, stats: RouteStats) -> None:
         self.committer.touch(*stats.touched)
         for kind, _who in stats.notes:
             self.committer.note(kind)
+        for sender, recipients in stats.routes:
+            for listener in self.listeners.routed:
+                listener(sender, recipients)
 
 
 def _owner(paths: HivePaths, path: Path) -> str | None:

@@ -4,26 +4,20 @@ ptys, pointed at scripted Messages APIs on 127.0.0.1, and the office's hooks dri
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from hive_core.claude_env import claude_environment, write_claude_config
 from hive_core.scripted_model import (
     RecordedRequest,
-    Scenario,
-    ScriptedModel,
     ToolUse,
     bash,
     has_tool_result,
@@ -31,90 +25,12 @@ from hive_core.scripted_model import (
     turn,
     user_says,
 )
-
-BIN = Path(sys.executable).parent
-CLAUDE = shutil.which("claude", path=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-API_KEY = "sk-ant-scripted-0123456789abcdefghijklmnop"
-AGENTS = ("michael", "jim")
+from tests.claude_office import AGENTS, BIN, CLAUDE, ClaudeOffice, make_claude_office, wait_for
 
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.skipif(CLAUDE is None, reason="claude CLI not found (run scripts/setup)"),
 ]
-
-
-def wait_for(predicate: Callable[[], Any], what: str, timeout: float = 60) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-@dataclass
-class Floor:
-    """A running `hive-office serve` with claude agents, and what it is connected to."""
-
-    home: Path
-    project: Path
-    models: dict[str, ScriptedModel]
-    proc: subprocess.Popen[bytes]
-    env: dict[str, str]
-
-    def registry(self) -> dict[str, dict[str, Any]]:
-        try:
-            data = json.loads((self.home / "hive" / "registry.json").read_text())
-        except (FileNotFoundError, json.JSONDecodeError):
-            return {}
-        return {a["id"]: a for a in data["agents"]}
-
-    def log(self, agent: str | None = None) -> list[dict[str, Any]]:
-        lines = (self.home / "hive" / "log.jsonl").read_text().splitlines()
-        events = [json.loads(line) for line in lines if line.strip()]
-        return [e for e in events if agent is None or e.get("agent") == agent]
-
-    def run(
-        self, *args: str, agent: str | None = None, check: bool = True
-    ) -> subprocess.CompletedProcess[str]:
-        env = {**self.env, "HIVE_HOME": str(self.home)}
-        env.pop("HIVE_AGENT_ID", None)
-        if agent:
-            env["HIVE_AGENT_ID"] = agent
-        result = subprocess.run(
-            [str(BIN / args[0]), *args[1:]], env=env, capture_output=True, text=True, timeout=60
-        )
-        if check:
-            assert result.returncode == 0, result.stderr
-        return result
-
-    def inbox(self, who: str) -> list[dict[str, Any]]:
-        folder = self.home / "hive" / ("human" if who == "human" else f"agents/{who}") / "inbox"
-        return [json.loads(p.read_text()) for p in sorted(folder.glob("2*.json"))]
-
-    def git(self, *args: str) -> str:
-        return subprocess.run(
-            ["git", "-C", str(self.home / "hive"), *args],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-
-    def agent_pids(self) -> set[int]:
-        """Every live process started for this office (they carry its HIVE_HOME)."""
-        marker = f"HIVE_HOME={self.home}".encode()
-        found = set()
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                environ = Path(f"/proc/{entry}/environ").read_bytes()
-            except OSError:
-                continue
-            if marker in environ.split(b"\0") and int(entry) != self.proc.pid:
-                found.add(int(entry))
-        return found
 
 
 @pytest.fixture
@@ -124,50 +40,15 @@ def start_floor() -> Iterator[Callable[..., Floor]]:
     root = Path(tempfile.mkdtemp(prefix="hive-ep-", dir="/tmp"))
 
     def start(scenarios: dict[str, list[Any]], *, stop_block_cap: int = 3) -> Floor:
-        home, project, config_dir = root / "home", root / "project", root / "claude"
-        project.mkdir()
-        write_claude_config(config_dir, API_KEY, trusted=[project])
-        models = {
-            a: ScriptedModel(Scenario(scenarios.get(a, []), fallback="Noted.")) for a in AGENTS
-        }
-        for model in models.values():
-            model.start()
-        roster = f'[office]\nmanager = "michael"\nstop_block_cap = {stop_block_cap}\n'
-        for agent in AGENTS:
-            roster += (
-                f'\n[[agents]]\nid = "{agent}"\nname = "{agent.title()}"\nrole = "Engineer"\n'
-                f'provider = "claude"\ncwd = "{project}"\n'
-                f'env = {{ ANTHROPIC_BASE_URL = "{models[agent].base_url}" }}\n'
-            )
-        home.mkdir()
-        (home / "office.toml").write_text(roster)
-        env = claude_environment(
-            base_url=models["michael"].base_url, api_key=API_KEY, config_dir=config_dir
-        )
-        env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
-        subprocess.run(
-            [str(BIN / "hive-office"), "init", "--home", str(home)],
-            env=env,
-            check=True,
-            capture_output=True,
-        )
-        proc = subprocess.Popen(
-            [str(BIN / "hive-office"), "serve", "--home", str(home)],
-            env=env,
-            stdout=(root / "serve.log").open("wb"),
-            stderr=subprocess.STDOUT,
-        )
-        floor = Floor(home, project, models, proc, env)
+        office = make_claude_office(root, scenarios, stop_block_cap=stop_block_cap)
+        proc = subprocess.Popen([str(BIN / "hive-office"), "serve", "--home", str(office.home)],
+                                env=office.env, stdout=(root / "serve.log").open("wb"),
+                                stderr=subprocess.STDOUT)
+        floor = Floor(office, proc)
         floors.append(floor)
-        wait_for(
-            lambda: all(
-                floor.registry().get(a, {}).get("session_id")
-                and floor.registry()[a]["status"] == "idle"
-                for a in AGENTS
-            ),
-            "both agents' SessionStart",
-            timeout=90,
-        )
+        wait_for(lambda: all(floor.registry().get(a, {}).get("session_id") and
+                             floor.registry()[a]["status"] == "idle" for a in AGENTS),
+                 "both agents' SessionStart", timeout=90)
         return floor
 
     yield start
@@ -178,9 +59,22 @@ def start_floor() -> Iterator[Callable[..., Floor]]:
                 floor.proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 floor.proc.kill()
-        for model in floor.models.values():
-            model.stop()
+        floor.close()
     shutil.rmtree(root, ignore_errors=True)
+
+
+class Floor:
+    """A ClaudeOffice served headless by a real `hive-office serve`."""
+
+    def __init__(self, office: ClaudeOffice, proc: subprocess.Popen[bytes]) -> None:
+        self.office = office
+        self.proc = proc
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.office, name)
+
+    def agent_pids(self) -> set[int]:
+        return self.office.agent_pids() - {self.proc.pid}
 
 
 def feedback_id(request: dict[str, Any]) -> str:

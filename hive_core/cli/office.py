@@ -36,20 +36,45 @@ def _fail(message: str, code: int = 1) -> NoReturn:
 def cli(ctx: click.Context, home: str | None, demo: bool) -> None:
     """A terminal office for a team of coding agents.
 
+    With no command it opens the office on screen (creating a default one in the home
+    first if there is none).
+
     \b
     Start here:
+      hive-office                 open the office (ctrl+] ? inside shows the keys)
       hive-office init            create ~/.hive-office with a default team
-      hive-office serve           run the office headless (router, committer)
+      hive-office serve           run the office headless (agents, router, committer)
       hive send --to jim ...      talk to the team (see `hive --help`)
     """
     ctx.ensure_object(dict)
     ctx.obj["home"] = home
     if ctx.invoked_subcommand is None:
-        _fail(
-            "the on-screen office is not built yet. Run `hive-office serve` for the "
-            "office without a screen, and use the `hive` command to send and read mail.",
-            code=2,
-        )
+        if demo:
+            _fail("the demo is not built yet; open your own office with `hive-office`.", code=2)
+        _open(_paths(home))
+
+
+def _open(paths: HivePaths) -> None:
+    if not paths.office_toml.exists() or not paths.hive.is_dir():
+        try:
+            created = init_office(paths)
+        except ConfigError as e:
+            _fail(str(e))
+        from hive_core.committer import commit_all
+
+        commit_all(paths.hive, "office: initialised")
+        click.echo(f"hive-office: created a default office in {paths.home} ({len(created)} items).")
+    try:
+        config = load_office(paths.office_toml)
+    except ConfigError as e:
+        _fail(str(e))
+    from hive_tui.app import HiveApp
+
+    try:
+        with office_lock(paths):
+            HiveApp(Office(paths, config)).run()
+    except OfficeBusy as e:
+        _fail(str(e))
 
 
 @cli.command()

@@ -85,6 +85,8 @@ class RouteStats:
     deferred: int = 0
     touched: set[Path] = field(default_factory=set)
     notes: list[tuple[str, str]] = field(default_factory=list)
+    # (sender, recipients) of each routed message, for whoever shows mail moving.
+    routes: list[tuple[str, list[str]]] = field(default_factory=list)
 
 
 @dataclass
@@ -342,6 +344,8 @@ class Router:
         stats.touched.add(sent)
         stats.routed += 1
         stats.notes.append((outcome.log.kind if outcome.log else "route", work.who))
+        if outcome.log is not None:
+            stats.routes.append((work.who, list(outcome.log.recipients)))
 
     def _barrier(self) -> None:
         if self.fsync:

@@ -1,0 +1,369 @@
+"""HiveApp: the office on screen.
+
+The same Office object that `hive-office serve` runs headless runs here as a worker on
+the app's loop; the app listens to it (agents, routed mail, hive files) and feeds the
+widgets. Every key goes to the focused agent's terminal except the prefix key
+(ctrl+] by default) and alt+1..9; after the prefix, one key is a command.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from pathlib import Path
+from typing import ClassVar
+
+import msgspec
+from textual import on
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Container, Horizontal, Vertical
+from textual.events import Key
+from textual.widget import Widget
+from textual.widgets import Static, TabbedContent, TabPane
+
+from hive_core.agents.state import AgentState
+from hive_core.kick import kick
+from hive_core.mail import iter_inbox, message_files, write_draft
+from hive_core.office import Office
+from hive_core.schema import HUMAN, Draft, Ledger, LogEvent
+from hive_tui.map.widget import OfficeMap
+from hive_tui.messages import AgentInfo
+from hive_tui.panels.board import BoardPanel
+from hive_tui.panels.inbox import InboxPanel
+from hive_tui.panels.log import LogPanel
+from hive_tui.panels.tasks import TasksPanel
+from hive_tui.screens.help import HelpScreen
+from hive_tui.screens.send import SendScreen
+from hive_tui.terminal.pane import TerminalPane
+
+DEFAULT_PREFIX = "ctrl+right_square_bracket"
+# Commands after the prefix key; "?" shows them all.
+PREFIX_COMMANDS: dict[str, tuple[str, str]] = {
+    "1-9": ("focus", "focus agent N (roster order)"),
+    "n": ("next", "next agent"),
+    "p": ("prev", "previous agent"),
+    "z": ("zoom", "zoom the focused pane to the whole screen (again: back)"),
+    "g": ("grid", "all panes in a grid (again: back)"),
+    "b": ("tab:board", "side panel: board"),
+    "t": ("tab:tasks", "side panel: tasks"),
+    "l": ("tab:log", "side panel: log"),
+    "i": ("tab:inbox", "side panel: your inbox and escalations"),
+    "m": ("map", "focus the office map (arrows + Enter pick an agent)"),
+    "s": ("send", "send a message to an agent"),
+    "x": ("pause", "pause / resume the focused agent"),
+    "?": ("help", "show all keys"),
+    "q": ("quit", "quit (stops the agents, commits, exits)"),
+}
+LOG_TAIL_CHUNK = 1 << 20
+
+
+class PrefixCatcher(Widget, can_focus=True):
+    """Takes the one key after the prefix, then gives the focus back."""
+
+    DEFAULT_CSS = "PrefixCatcher { width: 0; height: 0; }"
+
+    def __init__(self) -> None:
+        super().__init__(id="prefix-catcher")
+        self.back_to: Widget | None = None
+
+    def on_key(self, event: Key) -> None:
+        event.stop()
+        event.prevent_default()
+        app = self.app
+        assert isinstance(app, HiveApp)
+        if self.back_to is not None and self.back_to.is_attached:
+            self.back_to.focus()
+        app.run_prefix_command(event.key, event.character)
+
+
+class HiveApp(App[None]):
+    TITLE = "hive-office"
+    CSS = """
+    Screen { layout: vertical; }
+    #body { height: 1fr; }
+    #left { width: 1fr; }
+    #map { height: 14; border: round $panel; }
+    #panes { height: 1fr; }
+    TerminalPane { height: 1fr; border: round $panel; }
+    TerminalPane:focus { border: round $accent; }
+    #side { width: 44; border-left: solid $panel; }
+    #keys { height: 1; background: $panel; color: $text-muted; }
+    #demo { height: 1; background: $warning; color: $background; text-style: bold; }
+    .zoom #map, .zoom #side { display: none; }
+    .grid #map { display: none; }
+    .grid #panes { layout: grid; grid-size: 2; }
+    """
+    BINDINGS: ClassVar[list[Binding | tuple[str, str] | tuple[str, str, str]]] = [
+        Binding(DEFAULT_PREFIX, "prefix", "prefix", priority=True, show=False),
+        *[Binding(f"alt+{n}", f"focus_agent({n})", f"agent {n}", priority=True, show=False) for n in range(1, 10)],
+    ]
+
+    def __init__(self, office: Office, *, demo: bool = False, prefix: str = DEFAULT_PREFIX) -> None:
+        super().__init__()
+        self.office = office
+        self.demo = demo
+        self.prefix = prefix
+        self.roster = [a.id for a in office.config.agents if not a.archived]
+        self.focused_agent = office.config.office.manager if office.config.office.manager in self.roster else self.roster[0]
+        self.layout_mode = "default"
+        self._stop = asyncio.Event()
+        self._log_offset = 0
+        self.unread: dict[str, int] = {}
+        if prefix != DEFAULT_PREFIX:
+            self.bind(prefix, "prefix", description="prefix", show=False, priority=True)
+
+    # --- building ---------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        if self.demo:
+            yield Static(" DEMO: scripted agents, no API key, nothing leaves this machine ", id="demo")
+        with Horizontal(id="body"):
+            with Vertical(id="left"):
+                yield OfficeMap(id="map")
+                with Container(id="panes"):
+                    for agent_id in self.roster:
+                        pane = TerminalPane(agent_id, id=f"pane-{agent_id}")
+                        pane.border_title = self._title(agent_id)
+                        pane.reserved = self._reserved_keys()
+                        yield pane
+            with TabbedContent(id="side", initial="tab-board"):
+                with TabPane("Board", id="tab-board"):
+                    yield BoardPanel(id="board")
+                with TabPane("Tasks", id="tab-tasks"):
+                    yield TasksPanel(id="tasks")
+                with TabPane("Log", id="tab-log"):
+                    yield LogPanel(id="log")
+                with TabPane("Inbox", id="tab-inbox"):
+                    yield InboxPanel(id="inbox")
+        yield Static(self._keys_line(), id="keys")
+        yield PrefixCatcher()
+
+    def _reserved_keys(self) -> set[str]:
+        return {self.prefix, *(f"alt+{n}" for n in range(1, 10))}
+
+    def _keys_line(self) -> str:
+        return (" ctrl+] then: 1-9 agent · n/p next/prev · z zoom · g grid · b/t/l/i panels · "
+                "s send · x pause · ? help · q quit   alt+1..9 agent")
+
+    async def on_mount(self) -> None:
+        office = self.office
+        office.listeners.agent.append(self._agent_changed)
+        office.listeners.routed.append(self._mail_routed)
+        office.listeners.hive.append(self._hive_changed)
+        office.supervisor.sinks.append(self._output)
+        self._show_layout()
+        self._refresh_map()
+        self._load_board()
+        self._load_tasks()
+        self._load_inbox()
+        self._load_log()
+        self.run_worker(office.run(self._stop), name="office", exit_on_error=True)
+        # SIGTERM (a closing SSH session, `kill`) quits like `q`: agents stopped, last commit.
+        asyncio.get_running_loop().add_signal_handler(
+            signal.SIGTERM, lambda: self.run_worker(self.action_quit())
+        )
+        self.call_after_refresh(self.focus_agent, self.focused_agent)
+
+    async def action_quit(self) -> None:
+        self._stop.set()
+        await self.workers.wait_for_complete()
+        self.exit()
+
+    # --- office -> screen -------------------------------------------------------------
+
+    def info(self, state: AgentState) -> AgentInfo:
+        return AgentInfo(
+            id=state.id, name=state.spec.name, role=state.spec.role, manager=state.manager,
+            status=state.status, last_tool=state.last_tool, unread=self.unread.get(state.id, 0),
+            needs_you=state.status == "waiting", paused=state.paused, missing=state.missing,
+        )
+
+    def _agent_changed(self, state: AgentState) -> None:
+        if state.id not in self.roster:
+            return
+        self.query_one(OfficeMap).update_agent(self.info(state))
+        pane = self.pane(state.id)
+        pane.border_title = self._title(state.id)
+        pane.notice = state.missing
+
+    def _mail_routed(self, sender: str, recipients: list[str]) -> None:
+        office_map = self.query_one(OfficeMap)
+        for recipient in recipients:
+            if sender in self.roster and recipient in self.roster:
+                office_map.send_envelope(sender, recipient)
+
+    def _hive_changed(self, paths: set[Path]) -> None:
+        hive = self.office.paths
+        names = {p.name for p in paths}
+        if hive.board in paths:
+            self._load_board()
+        if hive.tasks in paths:
+            self._load_tasks()
+        if "log.jsonl" in names:
+            self._load_log()
+        inboxes = {owner for p in paths if (owner := _inbox_owner(p))}
+        if inboxes:
+            self._refresh_map()
+        if HUMAN in inboxes or self.office.config.office.manager in inboxes:
+            self._load_inbox()
+
+    def _output(self, agent_id: str, data: bytes) -> None:
+        if agent_id in self.roster:
+            self.pane(agent_id).feed(data)
+
+    def _refresh_map(self) -> None:
+        self.unread = {a: len(message_files(self.office.paths.mailbox(a).inbox)) for a in self.roster}
+        self.query_one(OfficeMap).set_agents([self.info(self.office.states[a]) for a in self.roster])
+        for agent_id in self.roster:
+            self.pane(agent_id).border_title = self._title(agent_id)
+
+    def _load_board(self) -> None:
+        try:
+            text = self.office.paths.board.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            text = ""
+        self.query_one(BoardPanel).show(text)
+
+    def _load_tasks(self) -> None:
+        try:
+            ledger = msgspec.json.decode(self.office.paths.tasks.read_bytes(), type=Ledger)
+        except (FileNotFoundError, msgspec.DecodeError, msgspec.ValidationError):
+            ledger = Ledger()
+        self.query_one(TasksPanel).show(ledger)
+
+    def _load_inbox(self) -> None:
+        manager = self.office.config.office.manager
+        mine = list(iter_inbox(self.office.paths.mailbox(HUMAN)))
+        escalations = [m for m in iter_inbox(self.office.paths.mailbox(manager))
+                       if m.needs_human and m.id not in {x.id for x in mine}]
+        self.query_one(InboxPanel).show(sorted(mine + escalations, key=lambda m: m.id, reverse=True))
+
+    def _load_log(self) -> None:
+        """Read what was appended to log.jsonl since last time (whole lines only)."""
+        path = self.office.paths.log
+        try:
+            with open(path, "rb") as f:
+                f.seek(self._log_offset)
+                chunk = f.read(LOG_TAIL_CHUNK)
+        except FileNotFoundError:
+            return
+        end = chunk.rfind(b"\n") + 1
+        self._log_offset += end
+        events = []
+        for line in chunk[:end].splitlines():
+            try:
+                events.append(msgspec.json.decode(line, type=LogEvent))
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                continue
+        if events:
+            self.query_one(LogPanel).add(events)
+
+    # --- screen -> office -------------------------------------------------------------
+
+    @on(TerminalPane.Input)
+    def _typed(self, message: TerminalPane.Input) -> None:
+        self.office.states[message.agent_id].typed()
+        self.office.supervisor.write(message.agent_id, message.data)
+
+    @on(TerminalPane.Resized)
+    def _resized(self, message: TerminalPane.Resized) -> None:
+        self.office.supervisor.resize(message.rows, message.cols, message.agent_id)
+
+    @on(OfficeMap.AgentSelected)
+    def _picked(self, message: OfficeMap.AgentSelected) -> None:
+        self.focus_agent(message.agent_id)
+
+    # --- focus and layouts ------------------------------------------------------------
+
+    def pane(self, agent_id: str) -> TerminalPane:
+        return self.query_one(f"#pane-{agent_id}", TerminalPane)
+
+    def focus_agent(self, agent_id: str) -> None:
+        if agent_id not in self.roster:
+            return
+        self.focused_agent = agent_id
+        self._show_layout()
+        self.pane(agent_id).focus()
+        self.query_one(OfficeMap).select(agent_id)
+
+    def action_focus_agent(self, n: int) -> None:
+        if 1 <= n <= len(self.roster):
+            self.focus_agent(self.roster[n - 1])
+
+    def _show_layout(self) -> None:
+        self.screen.set_class(self.layout_mode == "zoom", "zoom")
+        self.screen.set_class(self.layout_mode == "grid", "grid")
+        for agent_id in self.roster:
+            self.pane(agent_id).display = self.layout_mode == "grid" or agent_id == self.focused_agent
+
+    def action_prefix(self) -> None:
+        catcher = self.query_one(PrefixCatcher)
+        catcher.back_to = self.focused
+        catcher.focus()
+
+    def run_prefix_command(self, key: str, character: str | None) -> None:
+        char = character or key
+        if char.isdigit() and char != "0":
+            self.action_focus_agent(int(char))
+            return
+        if key == self.prefix:
+            # The prefix twice sends the prefix key itself to the agent, as in tmux.
+            self.office.supervisor.write(self.focused_agent, b"\x1d")
+            return
+        command = next((cmd for k, (cmd, _) in PREFIX_COMMANDS.items() if k == char), None)
+        if command is None:
+            self.notify(f"ctrl+] {char}: no such command; ctrl+] ? lists them.", severity="warning")
+            return
+        step = {"next": 1, "prev": -1}
+        if command in step:
+            index = self.roster.index(self.focused_agent)
+            self.focus_agent(self.roster[(index + step[command]) % len(self.roster)])
+        elif command in ("zoom", "grid"):
+            self.layout_mode = "default" if self.layout_mode == command else command
+            self._show_layout()
+            self.pane(self.focused_agent).focus()
+        elif command.startswith("tab:"):
+            if self.layout_mode == "zoom":
+                self.layout_mode = "default"
+                self._show_layout()
+            self.query_one(TabbedContent).active = f"tab-{command[4:]}"
+        elif command == "map":
+            self.query_one(OfficeMap).focus()
+        elif command == "send":
+            self.push_screen(SendScreen(self.roster, self.focused_agent), self._send)
+        elif command == "pause":
+            state = self.office.states[self.focused_agent]
+            self.office.set_paused(state.id, not state.paused)
+            self.notify(f"{state.spec.name} is {'paused' if state.paused else 'resumed'}.")
+        elif command == "help":
+            self.push_screen(HelpScreen(PREFIX_COMMANDS))
+        elif command == "quit":
+            self.run_worker(self.action_quit())
+
+    def _send(self, draft: Draft | None) -> None:
+        if draft is None:
+            return
+        write_draft(self.office.paths.mailbox(HUMAN), draft)
+        kick(self.office.paths, HUMAN)
+        self.notify(f"Sent to {draft.to}.")
+
+    def _title(self, agent_id: str) -> str:
+        state = self.office.states[agent_id]
+        n = self.roster.index(agent_id) + 1
+        bits = [f"{n} {state.spec.name}", state.status]
+        if state.paused:
+            bits.append("paused")
+        unread = self.unread.get(agent_id, 0)
+        if unread:
+            bits.append(f"✉ {unread}")
+        return " · ".join(bits)
+
+
+def _inbox_owner(path: Path) -> str | None:
+    """`jim` for .../agents/jim/inbox/... and `human` for .../human/inbox/..."""
+    parts = path.parts
+    if "inbox" not in parts:
+        return None
+    index = parts.index("inbox")
+    return parts[index - 1] if index > 0 else None

@@ -1,0 +1,119 @@
+"""An office of real claude agents pointed at scripted Messages APIs on 127.0.0.1 (shared by
+the event-plane, app and tmux tests). Each agent gets its own scripted model, through
+the roster's per-agent env."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hive_core.claude_env import claude_environment, write_claude_config
+from hive_core.scripted_model import Scenario, ScriptedModel, Turn
+
+BIN = Path(sys.executable).parent
+CLAUDE = shutil.which("claude", path=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+# Longer than 20 characters on purpose: the CLI approves a key by its last 20.
+API_KEY = "sk-ant-scripted-0123456789abcdefghijklmnop"
+AGENTS = ("michael", "jim")
+
+
+def wait_for(predicate: Callable[[], Any], what: str, timeout: float = 60) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@dataclass
+class ClaudeOffice:
+    root: Path
+    home: Path
+    project: Path
+    models: dict[str, ScriptedModel]
+    env: dict[str, str]
+
+    def registry(self) -> dict[str, dict[str, Any]]:
+        try:
+            data = json.loads((self.home / "hive" / "registry.json").read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            return {}
+        return {a["id"]: a for a in data["agents"]}
+
+    def log(self, agent: str | None = None) -> list[dict[str, Any]]:
+        lines = (self.home / "hive" / "log.jsonl").read_text().splitlines()
+        events = [json.loads(line) for line in lines if line.strip()]
+        return [e for e in events if agent is None or e.get("agent") == agent]
+
+    def run(self, *args: str, agent: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+        env = {**self.env, "HIVE_HOME": str(self.home)}
+        env.pop("HIVE_AGENT_ID", None)
+        if agent:
+            env["HIVE_AGENT_ID"] = agent
+        result = subprocess.run([str(BIN / args[0]), *args[1:]], env=env, capture_output=True,
+                                text=True, timeout=60)
+        if check:
+            assert result.returncode == 0, result.stderr
+        return result
+
+    def inbox(self, who: str) -> list[dict[str, Any]]:
+        folder = self.home / "hive" / ("human" if who == "human" else f"agents/{who}") / "inbox"
+        return [json.loads(p.read_text()) for p in sorted(folder.glob("2*.json"))]
+
+    def git(self, *args: str) -> str:
+        return subprocess.run(["git", "-C", str(self.home / "hive"), *args], capture_output=True,
+                              text=True, check=True).stdout
+
+    def agent_pids(self) -> set[int]:
+        """Every live process that carries this office's HIVE_HOME (agents and their children)."""
+        marker = f"HIVE_HOME={self.home}".encode()
+        found = set()
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                environ = Path(f"/proc/{entry}/environ").read_bytes()
+            except OSError:
+                continue
+            if marker in environ.split(b"\0"):
+                found.add(int(entry))
+        return found
+
+    def close(self) -> None:
+        for model in self.models.values():
+            model.stop()
+
+
+def make_claude_office(
+    root: Path, scenarios: dict[str, Sequence[Turn]], *, agents: Sequence[str] = AGENTS,
+    stop_block_cap: int = 3,
+) -> ClaudeOffice:
+    """Create (not start) an office whose agents are claude against scripted models."""
+    home, project, config_dir = root / "home", root / "project", root / "claude"
+    project.mkdir(parents=True, exist_ok=True)
+    write_claude_config(config_dir, API_KEY, trusted=[project])
+    models = {a: ScriptedModel(Scenario(list(scenarios.get(a, [])), fallback="Noted.")) for a in agents}
+    for model in models.values():
+        model.start()
+    roster = f'[office]\nmanager = "{agents[0]}"\nstop_block_cap = {stop_block_cap}\n'
+    for agent in agents:
+        roster += (f'\n[[agents]]\nid = "{agent}"\nname = "{agent.title()}"\nrole = "Engineer"\n'
+                   f'provider = "claude"\ncwd = "{project}"\n'
+                   f'env = {{ ANTHROPIC_BASE_URL = "{models[agent].base_url}" }}\n')
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "office.toml").write_text(roster)
+    env = claude_environment(base_url=models[agents[0]].base_url, api_key=API_KEY, config_dir=config_dir)
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    subprocess.run([str(BIN / "hive-office"), "init", "--home", str(home)], env=env, check=True,
+                   capture_output=True)
+    return ClaudeOffice(root, home, project, models, env)
