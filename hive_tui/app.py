@@ -19,7 +19,6 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Horizontal, Vertical
 from textual.events import Key
-from textual.widget import Widget
 from textual.widgets import Static, TabbedContent, TabPane
 
 from hive_core.agents.state import AgentState
@@ -56,29 +55,25 @@ PREFIX_COMMANDS: dict[str, tuple[str, str]] = {
     "q": ("quit", "quit (stops the agents, commits, exits)"),
 }
 LOG_TAIL_CHUNK = 1 << 20
+# Without the kitty keyboard protocol (tmux, most terminals over SSH) Textual reads
+# ESC+digit, which is what alt+digit sends, as the macOS Option character of that digit.
+# Both names mean alt+N here; typing those characters into an agent needs a paste.
+ALT_DIGIT_KEYS = {
+    n: (f"alt+{n}", name)
+    for n, name in enumerate(
+        ["inverted_exclamation_mark", "trade_mark_sign", "pound_sign", "cent_sign", "infinity",
+         "section_sign", "pilcrow_sign", "bullet", "ª"],
+        start=1,
+    )
+}
 
 
-class PrefixCatcher(Widget, can_focus=True):
-    """Takes the one key after the prefix, then gives the focus back."""
+class HiveApp(App[None], inherit_bindings=False):
+    """The app's own keys never include anything an agent CLI needs: Textual's default
+    ctrl+q / ctrl+c / ctrl+p bindings are dropped (inherit_bindings=False, no palette)."""
 
-    DEFAULT_CSS = "PrefixCatcher { width: 0; height: 0; }"
-
-    def __init__(self) -> None:
-        super().__init__(id="prefix-catcher")
-        self.back_to: Widget | None = None
-
-    def on_key(self, event: Key) -> None:
-        event.stop()
-        event.prevent_default()
-        app = self.app
-        assert isinstance(app, HiveApp)
-        if self.back_to is not None and self.back_to.is_attached:
-            self.back_to.focus()
-        app.run_prefix_command(event.key, event.character)
-
-
-class HiveApp(App[None]):
     TITLE = "hive-office"
+    ENABLE_COMMAND_PALETTE = False
     CSS = """
     Screen { layout: vertical; }
     #body { height: 1fr; }
@@ -96,7 +91,8 @@ class HiveApp(App[None]):
     """
     BINDINGS: ClassVar[list[Binding | tuple[str, str] | tuple[str, str, str]]] = [
         Binding(DEFAULT_PREFIX, "prefix", "prefix", priority=True, show=False),
-        *[Binding(f"alt+{n}", f"focus_agent({n})", f"agent {n}", priority=True, show=False) for n in range(1, 10)],
+        *[Binding(",".join(keys), f"focus_agent({n})", f"agent {n}", priority=True, show=False)
+          for n, keys in ALT_DIGIT_KEYS.items()],
     ]
 
     def __init__(self, office: Office, *, demo: bool = False, prefix: str = DEFAULT_PREFIX) -> None:
@@ -107,6 +103,7 @@ class HiveApp(App[None]):
         self.roster = [a.id for a in office.config.agents if not a.archived]
         self.focused_agent = office.config.office.manager if office.config.office.manager in self.roster else self.roster[0]
         self.layout_mode = "default"
+        self.prefix_armed = False
         self._stop = asyncio.Event()
         self._log_offset = 0
         self.unread: dict[str, int] = {}
@@ -137,10 +134,9 @@ class HiveApp(App[None]):
                 with TabPane("Inbox", id="tab-inbox"):
                     yield InboxPanel(id="inbox")
         yield Static(self._keys_line(), id="keys")
-        yield PrefixCatcher()
 
     def _reserved_keys(self) -> set[str]:
-        return {self.prefix, *(f"alt+{n}" for n in range(1, 10))}
+        return {self.prefix, *(key for keys in ALT_DIGIT_KEYS.values() for key in keys)}
 
     def _keys_line(self) -> str:
         return (" ctrl+] then: 1-9 agent · n/p next/prev · z zoom · g grid · b/t/l/i panels · "
@@ -158,16 +154,23 @@ class HiveApp(App[None]):
         self._load_tasks()
         self._load_inbox()
         self._load_log()
-        self.run_worker(office.run(self._stop), name="office", exit_on_error=True)
+        self._office_worker = self.run_worker(office.run(self._stop), name="office", exit_on_error=True)
         # SIGTERM (a closing SSH session, `kill`) quits like `q`: agents stopped, last commit.
         asyncio.get_running_loop().add_signal_handler(
             signal.SIGTERM, lambda: self.run_worker(self.action_quit())
         )
         self.call_after_refresh(self.focus_agent, self.focused_agent)
 
+    def on_resize(self) -> None:
+        """Small terminals (80x24 over SSH) keep most of the height for the pane."""
+        width, height = self.size
+        self.query_one(OfficeMap).styles.height = max(7, min(14, height // 3))
+        self.query_one("#side").styles.width = max(26, min(48, width * 3 // 10))
+
     async def action_quit(self) -> None:
+        """Stop the agents, route what is left, make the last commit, then leave."""
         self._stop.set()
-        await self.workers.wait_for_complete()
+        await self._office_worker.wait()
         self.exit()
 
     # --- office -> screen -------------------------------------------------------------
@@ -298,18 +301,32 @@ class HiveApp(App[None]):
             self.pane(agent_id).display = self.layout_mode == "grid" or agent_id == self.focused_agent
 
     def action_prefix(self) -> None:
-        catcher = self.query_one(PrefixCatcher)
-        catcher.back_to = self.focused
-        catcher.focus()
+        if self.prefix_armed:
+            # The prefix twice sends the prefix key itself to the agent, as in tmux.
+            self._arm(False)
+            self.office.supervisor.write(self.focused_agent, b"\x1d")
+            return
+        self._arm(True)
+
+    def _arm(self, armed: bool) -> None:
+        """Arming is a flag, not a focus change: a key typed right after the prefix (even
+        in the same read) is already the app's."""
+        self.prefix_armed = armed
+        for pane in self.query(TerminalPane):
+            pane.keys_held = armed
+
+    def on_key(self, event: Key) -> None:
+        if not self.prefix_armed:
+            return
+        event.stop()
+        event.prevent_default()
+        self._arm(False)
+        self.run_prefix_command(event.key, event.character)
 
     def run_prefix_command(self, key: str, character: str | None) -> None:
         char = character or key
         if char.isdigit() and char != "0":
             self.action_focus_agent(int(char))
-            return
-        if key == self.prefix:
-            # The prefix twice sends the prefix key itself to the agent, as in tmux.
-            self.office.supervisor.write(self.focused_agent, b"\x1d")
             return
         command = next((cmd for k, (cmd, _) in PREFIX_COMMANDS.items() if k == char), None)
         if command is None:

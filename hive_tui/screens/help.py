@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static
@@ -14,7 +16,7 @@ class HelpScreen(ModalScreen[None]):
     HelpScreen { align: center middle; }
     #help { width: 76; height: auto; border: round $accent; background: $surface; padding: 1 2; }
     """
-    BINDINGS = [Binding("escape,q,question_mark,enter", "dismiss", "close")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,question_mark,enter", "dismiss", "close")]
 
     def __init__(self, commands: dict[str, tuple[str, str]]) -> None:
         super().__init__()

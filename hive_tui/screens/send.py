@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, TextArea
@@ -23,7 +25,7 @@ class SendScreen(ModalScreen[Draft | None]):
     #body { height: 8; }
     #error { color: $error; height: auto; }
     """
-    BINDINGS = [Binding("escape", "cancel", "cancel"), Binding("ctrl+s", "send", "send")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "cancel"), Binding("ctrl+s", "send", "send")]
 
     def __init__(self, roster: list[str], to: str) -> None:
         super().__init__()

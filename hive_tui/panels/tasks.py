@@ -1,0 +1,173 @@
+"""The Tasks tab: the ledger (tasks.json) as a table, the highlighted task in full below.
+
+Every cell is a rich Text, never a markup string: titles and specs are written by
+agents, and `[b]` in a title must show as typed.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical, VerticalScroll
+from textual.message import Message
+from textual.widgets import DataTable, Static
+
+from hive_core.cli.render import clean, one_line
+from hive_core.schema import Ledger, Task
+
+EMPTY_TASKS = "No tasks yet: the manager adds them with `hive task add`."
+COLUMNS = ("id", "title", "assignee", "status", "pri", "depends on", "?")
+TITLE_WIDTH = 48
+
+# Work in progress first, finished work last.
+_STATUS_ORDER = {"doing": 0, "blocked": 1, "review": 2, "todo": 3, "done": 4}
+_STATUS_STYLE = {
+    "doing": "bold green",
+    "blocked": "bold red",
+    "review": "yellow",
+    "todo": "",
+    "done": "dim",
+}
+
+
+def open_questions(task: Task) -> int:
+    """Questions for the person that have no answer yet."""
+    return sum(1 for q in task.questions if q.answer is None)
+
+
+def ordered(ledger: Ledger) -> list[Task]:
+    """The ledger as the table lists it: by status, then priority (1 before 2), then id."""
+    return sorted(ledger.tasks, key=lambda t: (_STATUS_ORDER.get(t.status, 5), t.priority, t.id))
+
+
+def task_row(task: Task, done: set[str]) -> tuple[Text, ...]:
+    """The table cells of `task`; `done` holds the ids of finished tasks, so the
+    dependencies still holding it up stand out."""
+    depends = Text()
+    for index, dep in enumerate(task.depends_on):
+        if index:
+            depends.append(", ")
+        depends.append(clean(dep), "dim" if dep in done else "bold")
+    waiting = open_questions(task)
+    return (
+        Text(clean(task.id)),
+        Text(one_line(task.title, TITLE_WIDTH), "dim" if task.status == "done" else ""),
+        Text(clean(task.assignee or "-")),
+        Text(task.status, _STATUS_STYLE.get(task.status, "")),
+        Text(str(task.priority)),
+        depends,
+        Text(f"?{waiting}", "bold reverse yellow") if waiting else Text(""),
+    )
+
+
+def task_detail(task: Task) -> Text:
+    """Everything about one task, for the pane under the table."""
+    text = Text()
+    text.append(f"{clean(task.id)}  ", "bold")
+    text.append(clean(task.title), "bold")
+    text.append(f"\n{task.status}, priority {task.priority}", _STATUS_STYLE.get(task.status, ""))
+    text.append(f", assignee {clean(task.assignee)}" if task.assignee else ", unassigned")
+    if task.depends_on:
+        text.append(f", depends on {', '.join(clean(d) for d in task.depends_on)}")
+    text.append(f"\ncreated {task.created_at}, updated {task.updated_at}", "dim")
+    text.append("\n\nSpec\n", "bold underline")
+    text.append(clean(task.spec).strip() or "(no spec)")
+    if task.questions:
+        text.append("\n\nQuestions for the person\n", "bold underline")
+        for question in task.questions:
+            asker = f" ({clean(question.asked_by)})" if question.asked_by else ""
+            if question.answer is None:
+                text.append("? ", "bold reverse yellow")
+                text.append(f"{clean(question.question)}{asker}\n  ")
+                text.append("not answered yet\n", "italic yellow")
+            else:
+                text.append(f"- {clean(question.question)}{asker}\n  ")
+                text.append(f"{clean(question.answer)}\n", "green")
+    if task.result:
+        text.append("\n\nResult\n", "bold underline")
+        text.append(clean(task.result).strip())
+    return text
+
+
+class TasksPanel(Vertical):
+    """The task ledger. Keys: up/down (and pageup/pagedown, home/end) move through the
+    tasks, the highlighted one shows in full below; enter posts `TasksPanel.Open` (the
+    app opens it, e.g. to answer its questions). A `?N` marks N unanswered questions
+    for the person. Fed by the app with `show(ledger)`.
+    """
+
+    DEFAULT_CSS = """
+    TasksPanel > DataTable { height: auto; max-height: 60%; }
+    TasksPanel > #task-detail { height: 1fr; border-top: solid $primary-muted; padding: 0 1; }
+    TasksPanel > #tasks-empty { color: $text-muted; text-style: italic; padding: 0 1; }
+    """
+
+    class Open(Message):
+        """The person pressed enter on a task."""
+
+        def __init__(self, task_id: str) -> None:
+            super().__init__()
+            self.task_id = task_id
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._ledger = Ledger()
+        self._tasks: dict[str, Task] = {}
+
+    def compose(self) -> ComposeResult:
+        yield Static(EMPTY_TASKS, id="tasks-empty", markup=False)
+        table: DataTable[Text] = DataTable(id="tasks-table", cursor_type="row", zebra_stripes=True)
+        table.add_columns(*COLUMNS)
+        yield table
+        with VerticalScroll(id="task-detail"):
+            yield Static(id="task-detail-text", markup=False)
+
+    def on_mount(self) -> None:
+        self._fill()
+
+    def show(self, ledger: Ledger) -> None:
+        """Replace the table; the highlighted task stays highlighted if it still exists."""
+        self._ledger = ledger
+        if self.is_mounted:
+            self._fill()
+
+    def _fill(self) -> None:
+        table = self.query_one("#tasks-table", DataTable)
+        current = self.highlighted
+        tasks = ordered(self._ledger)
+        self._tasks = {task.id: task for task in tasks}
+        done = {task.id for task in tasks if task.status == "done"}
+        table.clear()
+        for task in tasks:
+            table.add_row(*task_row(task, done), key=task.id)
+        self._set_empty(not tasks)
+        if current in self._tasks:
+            table.move_cursor(row=table.get_row_index(current), animate=False)
+        self._show_detail()
+
+    @property
+    def highlighted(self) -> str | None:
+        """The id of the highlighted task."""
+        table = self.query_one("#tasks-table", DataTable)
+        if not table.row_count:
+            return None
+        return table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+
+    def _set_empty(self, empty: bool) -> None:
+        self.query_one("#tasks-empty").display = empty
+        self.query_one("#tasks-table").display = not empty
+        self.query_one("#task-detail").display = not empty
+
+    def _show_detail(self) -> None:
+        task = self._tasks.get(self.highlighted or "")
+        detail = self.query_one("#task-detail-text", Static)
+        detail.update(task_detail(task) if task else Text())
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        event.stop()
+        self._show_detail()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        if event.row_key.value is not None:
+            self.post_message(self.Open(event.row_key.value))

@@ -1,0 +1,512 @@
+"""The VT emulator behind a terminal pane: bytes in, screen rows out as plain data.
+
+    emu = GhosttyEmulator(rows=24, cols=80)
+    emu.feed(b"\\x1b[1;38;5;208mhi")      # whatever the child wrote to its pty
+    emu.take_dirty()                      # {0}, or ALL after a scroll, clear or resize
+    emu.line(0)                           # [Run("hi", Attrs(fg=208, bold=True)), Run("   ...", DEFAULT)]
+    emu.take_replies()                    # answers to the child's queries, for the pty
+
+`Emulator` is the seam: the pane only uses that Protocol, so another engine can replace
+libghostty-vt. Nothing here knows Textual or Rich.
+
+Why libghostty-vt (through pyghostty, a cffi binding): bench/bench_pane.py measured it
+against pyte and pyavt and it is the only one that gets every case the pane needs right
+(see pyproject.toml). Each cffi call costs about a microsecond, so rows are read as one
+block of packed 64-bit cells per call and decoded here; styles and grapheme clusters are
+fetched only where a run changes or a cell holds more than one code point.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, Literal, NamedTuple, Protocol
+
+from pyghostty import ffi, lib
+
+Color = int | tuple[int, int, int] | None
+"""None (the terminal's default), a 0-255 palette index, or 24-bit (r, g, b)."""
+
+
+class Attrs(NamedTuple):
+    fg: Color = None
+    bg: Color = None
+    bold: bool = False
+    italic: bool = False
+    underline: bool = False
+    reverse: bool = False
+    dim: bool = False
+    strikethrough: bool = False
+
+
+DEFAULT = Attrs()
+
+
+class Run(NamedTuple):
+    """Cells of one look. `text` covers exactly as many cells as its wide characters imply
+    (a wide character's second cell is not repeated)."""
+
+    text: str
+    attrs: Attrs
+
+
+class Cursor(NamedTuple):
+    row: int
+    col: int
+    visible: bool
+
+
+class MouseTracking(enum.Enum):
+    OFF = "off"
+    PRESS = "press"  # 9 (X10) and 1000: button presses (and releases for 1000)
+    DRAG = "drag"  # 1002: also motion while a button is held
+    ANY = "any"  # 1003: all motion
+
+
+class Modes(NamedTuple):
+    alt_screen: bool = False
+    bracketed_paste: bool = False
+    mouse_tracking: MouseTracking = MouseTracking.OFF
+    mouse_sgr: bool = False
+    app_cursor_keys: bool = False
+    app_keypad: bool = False
+
+
+ALL: Literal["all"] = "all"
+Dirty = set[int] | Literal["all"]
+
+
+class Emulator(Protocol):
+    def feed(self, data: bytes) -> None: ...
+    def resize(self, rows: int, cols: int) -> None: ...
+    @property
+    def size(self) -> tuple[int, int]:
+        """(rows, cols)."""
+        ...
+
+    def take_dirty(self) -> Dirty:
+        """Screen rows changed since the last call, or ALL."""
+        ...
+
+    def line(self, row: int) -> list[Run]:
+        """Screen row `row` (0 = top), covering exactly `cols` cells."""
+        ...
+
+    @property
+    def cursor(self) -> Cursor: ...
+    @property
+    def modes(self) -> Modes: ...
+    @property
+    def history_size(self) -> int: ...
+    def history_line(self, index: int) -> list[Run]:
+        """Scrollback row `index`: 0 is the oldest, history_size - 1 the one just above
+        the screen."""
+        ...
+
+    @property
+    def title(self) -> str: ...
+    def take_replies(self) -> bytes:
+        """What the terminal answered to the child's queries (device attributes, cursor
+        reports, ...) since the last call: write it to the pty."""
+        ...
+
+
+# A libghostty-vt cell is a packed u64; these are its fields as pyghostty 0.1.3 ships
+# it. `_check_cell_layout` proves them against the library's own getters on first use.
+_TAG_MASK = 0x3
+_CP_SHIFT, _CP_MASK = 2, 0x1FFFFF
+_STYLE_SHIFT, _STYLE_MASK = 26, 0xFFFF
+_WIDE_SHIFT, _WIDE_MASK = 42, 0x3
+_TAG_GRAPHEME = lib.GHOSTTY_CELL_CONTENT_CODEPOINT_GRAPHEME
+_TAG_BG_PALETTE = lib.GHOSTTY_CELL_CONTENT_BG_COLOR_PALETTE
+_WIDE_TAIL = lib.GHOSTTY_CELL_WIDE_SPACER_TAIL
+_WIDE_HEAD = lib.GHOSTTY_CELL_WIDE_SPACER_HEAD
+_GRAPHEME_MAX = 32
+
+_MODE_ALT = (1049, 1047, 47)
+_MODE_BRACKETED_PASTE = 2004
+_MODE_SGR_MOUSE = 1006
+_MODE_APP_CURSOR = 1
+_MODE_APP_KEYPAD = 66
+_MOUSE_MODES = ((1003, MouseTracking.ANY), (1002, MouseTracking.DRAG), (1000, MouseTracking.PRESS))
+_MOUSE_X10 = 9
+
+_layout_checked = False
+
+
+def _check(result: int, what: str) -> None:
+    if result != lib.GHOSTTY_SUCCESS:
+        raise RuntimeError(f"libghostty-vt: {what} failed ({result})")
+
+
+class GhosttyEmulator:
+    """libghostty-vt behind the `Emulator` interface."""
+
+    def __init__(self, rows: int = 24, cols: int = 80, scrollback: int = 10_000) -> None:
+        handle = ffi.new("GhosttyTerminal*")
+        _check(lib.ghostty_terminal_new(ffi.NULL, handle, cols, rows), "terminal_new")
+        self._t = handle[0]
+        self._set(lib.GHOSTTY_TERMINAL_OPT_SCROLLBACK_MAX_LINES, ffi.new("size_t*", scrollback))
+        self._replies: list[bytes] = []
+        # Kept referenced: cffi frees a callback whose Python object is collected.
+        self._reply_cb = ffi.callback(
+            "GhosttyTerminalWritePtyFn",
+            lambda _t, _u, data, n: self._replies.append(ffi.buffer(data, n)[:]),
+        )
+        self._set(lib.GHOSTTY_TERMINAL_OPT_WRITE_PTY, self._reply_cb)
+
+        state = ffi.new("GhosttyRenderState*")
+        _check(lib.ghostty_render_state_new(ffi.NULL, state), "render_state_new")
+        self._rs = state[0]
+        rows_it = ffi.new("GhosttyRenderStateRowIterator*")
+        _check(lib.ghostty_render_state_row_iterator_new(ffi.NULL, rows_it), "row_iterator_new")
+        self._rows_it = rows_it
+        cells = ffi.new("GhosttyRenderStateRowCells*")
+        _check(lib.ghostty_render_state_row_cells_new(ffi.NULL, cells), "row_cells_new")
+        self._cells = cells
+        self._view = ffi.new("GhosttyCellsView*")
+        self._style = ffi.new("GhosttyStyle*")
+        self._style.size = ffi.sizeof("GhosttyStyle")
+        self._grapheme = ffi.new(f"uint32_t[{_GRAPHEME_MAX}]")
+        self._n = ffi.new("size_t*")
+        self._u8 = ffi.new("uint8_t*")
+        self._u16 = ffi.new("uint16_t*")
+        self._u32 = ffi.new("uint32_t*")
+        self._bool = ffi.new("bool*")
+        self._dirty_flag = ffi.new("GhosttyRenderStateDirty*")
+        self._false = ffi.new("bool*", False)
+        self._clean = ffi.new("GhosttyRenderStateDirty*", lib.GHOSTTY_RENDER_STATE_DIRTY_FALSE)
+        self._mode = ffi.new("GhosttyTerminalModeConfig*")
+        self._ref = ffi.new("GhosttyGridRef*")
+        self._ref.size = ffi.sizeof("GhosttyGridRef")
+        self._point = ffi.new("GhosttyPointS*")
+        self._point.tag = lib.GHOSTTY_POINT_TAG_HISTORY
+        self._cell = ffi.new("GhosttyCell*")
+        self._rgb = ffi.new("GhosttyColorRgb*")
+        self._title = ffi.new("GhosttyString*")
+        # The C function takes a tagged union by value, which cffi's ABI mode cannot
+        # pass; pyghostty declares a layout-identical struct for it.
+        self._grid_ref = ffi.cast(
+            "GhosttyResult(*)(GhosttyTerminal, GhosttyPointS, GhosttyGridRef*)",
+            ffi.addressof(lib, "ghostty_terminal_grid_ref"),
+        )
+        # The render state is a snapshot: refreshed lazily after a feed, not per chunk.
+        self._stale = True
+        self._next_row = 0
+        self._resized = True
+        global _layout_checked
+        if not _layout_checked:
+            _check_cell_layout()
+            _layout_checked = True
+
+    def __del__(self) -> None:
+        if getattr(self, "_t", None) is not None:
+            lib.ghostty_render_state_row_cells_free(self._cells[0])
+            lib.ghostty_render_state_row_iterator_free(self._rows_it[0])
+            lib.ghostty_render_state_free(self._rs)
+            lib.ghostty_terminal_free(self._t)
+            self._t = None
+
+    def _set(self, option: int, value: Any) -> None:
+        _check(lib.ghostty_terminal_set(self._t, option, value), f"terminal_set {option}")
+
+    def _get(self, key: int, out: Any) -> Any:
+        _check(lib.ghostty_terminal_get(self._t, key, out), f"terminal_get {key}")
+        return out[0]
+
+    def _mode_on(self, number: int) -> bool:
+        self._mode.mode = number
+        _check(
+            lib.ghostty_terminal_get(self._t, lib.GHOSTTY_TERMINAL_DATA_MODE, self._mode), "mode"
+        )
+        return bool(self._mode.value)
+
+    # --- input -----------------------------------------------------------------------
+
+    def feed(self, data: bytes) -> None:
+        lib.ghostty_terminal_vt_write(self._t, data, len(data))
+        self._stale = True
+
+    def resize(self, rows: int, cols: int) -> None:
+        if (rows, cols) == self.size:
+            return
+        _check(lib.ghostty_terminal_resize(self._t, cols, rows, 8, 16), "resize")
+        self._stale = True
+        self._resized = True
+
+    def take_replies(self) -> bytes:
+        replies, self._replies = b"".join(self._replies), []
+        return replies
+
+    # --- state -----------------------------------------------------------------------
+
+    @property
+    def size(self) -> tuple[int, int]:
+        rows = self._get(lib.GHOSTTY_TERMINAL_DATA_ROWS, self._u16)
+        return rows, self._get(lib.GHOSTTY_TERMINAL_DATA_COLS, self._u16)
+
+    @property
+    def cursor(self) -> Cursor:
+        col = self._get(lib.GHOSTTY_TERMINAL_DATA_CURSOR_X, self._u16)
+        row = self._get(lib.GHOSTTY_TERMINAL_DATA_CURSOR_Y, self._u16)
+        return Cursor(
+            row, col, bool(self._get(lib.GHOSTTY_TERMINAL_DATA_CURSOR_VISIBLE, self._bool))
+        )
+
+    @property
+    def modes(self) -> Modes:
+        tracking = MouseTracking.PRESS if self._mode_on(_MOUSE_X10) else MouseTracking.OFF
+        for number, kind in _MOUSE_MODES:
+            if self._mode_on(number):
+                tracking = kind
+                break
+        return Modes(
+            alt_screen=any(self._mode_on(m) for m in _MODE_ALT),
+            bracketed_paste=self._mode_on(_MODE_BRACKETED_PASTE),
+            mouse_tracking=tracking,
+            mouse_sgr=self._mode_on(_MODE_SGR_MOUSE),
+            app_cursor_keys=self._mode_on(_MODE_APP_CURSOR),
+            app_keypad=self._mode_on(_MODE_APP_KEYPAD),
+        )
+
+    @property
+    def title(self) -> str:
+        title = self._get(lib.GHOSTTY_TERMINAL_DATA_TITLE, self._title)
+        return ffi.buffer(title.ptr, title.len)[:].decode(errors="replace") if title.len else ""
+
+    @property
+    def history_size(self) -> int:
+        return int(self._get(lib.GHOSTTY_TERMINAL_DATA_SCROLLBACK_ROWS, self._n))
+
+    # --- rows ------------------------------------------------------------------------
+
+    def _sync(self) -> None:
+        if self._stale:
+            _check(lib.ghostty_render_state_update(self._rs, self._t), "render_state_update")
+            self._stale = False
+            self._next_row = -1  # the iterator must be fetched again
+
+    def take_dirty(self) -> Dirty:
+        self._sync()
+        _check(
+            lib.ghostty_render_state_get(
+                self._rs, lib.GHOSTTY_RENDER_STATE_DATA_DIRTY, self._dirty_flag
+            ),
+            "dirty",
+        )
+        flag = self._dirty_flag[0]
+        rows: set[int] = set()
+        if flag != lib.GHOSTTY_RENDER_STATE_DIRTY_FALSE:
+            it = self._rows_it[0]
+            self._fetch_rows()
+            y = 0
+            while lib.ghostty_render_state_row_iterator_next(it):
+                lib.ghostty_render_state_row_get(
+                    it, lib.GHOSTTY_RENDER_STATE_ROW_DATA_DIRTY, self._bool
+                )
+                if self._bool[0]:
+                    rows.add(y)
+                    lib.ghostty_render_state_row_set(
+                        it, lib.GHOSTTY_RENDER_STATE_ROW_OPTION_DIRTY, self._false
+                    )
+                y += 1
+            self._next_row = -1
+            lib.ghostty_render_state_set(
+                self._rs, lib.GHOSTTY_RENDER_STATE_OPTION_DIRTY, self._clean
+            )
+        everything = self._resized or flag == lib.GHOSTTY_RENDER_STATE_DIRTY_FULL
+        self._resized = False
+        return ALL if everything else rows
+
+    def _fetch_rows(self) -> None:
+        _check(
+            lib.ghostty_render_state_get(
+                self._rs, lib.GHOSTTY_RENDER_STATE_DATA_ROW_ITERATOR, self._rows_it
+            ),
+            "row_iterator",
+        )
+        self._next_row = 0
+
+    def line(self, row: int) -> list[Run]:
+        if row < 0:
+            raise IndexError(row)
+        self._sync()
+        # Rows are read top to bottom in a repaint; the iterator only goes forward.
+        if self._next_row < 0 or self._next_row > row:
+            self._fetch_rows()
+        it = self._rows_it[0]
+        while self._next_row <= row:
+            if not lib.ghostty_render_state_row_iterator_next(it):
+                raise IndexError(row)
+            self._next_row += 1
+        _check(
+            lib.ghostty_render_state_row_get(
+                it, lib.GHOSTTY_RENDER_STATE_ROW_DATA_CELLS_RAW, self._view
+            ),
+            "cells_raw",
+        )
+        raw = ffi.unpack(self._view.ptr, self._view.len)
+        _check(
+            lib.ghostty_render_state_row_get(
+                it, lib.GHOSTTY_RENDER_STATE_ROW_DATA_CELLS, self._cells
+            ),
+            "cells",
+        )
+        cells = self._cells[0]
+
+        def style_at(x: int) -> Any:
+            lib.ghostty_render_state_row_cells_select(cells, x)
+            lib.ghostty_render_state_row_cells_get(
+                cells, lib.GHOSTTY_RENDER_STATE_ROW_CELLS_DATA_STYLE, self._style
+            )
+            return self._style
+
+        def grapheme_at(x: int) -> str:
+            lib.ghostty_render_state_row_cells_select(cells, x)
+            n = self._u32
+            lib.ghostty_render_state_row_cells_get(
+                cells, lib.GHOSTTY_RENDER_STATE_ROW_CELLS_DATA_GRAPHEMES_LEN, n
+            )
+            if n[0] > _GRAPHEME_MAX:
+                return ""
+            lib.ghostty_render_state_row_cells_get(
+                cells, lib.GHOSTTY_RENDER_STATE_ROW_CELLS_DATA_GRAPHEMES_BUF, self._grapheme
+            )
+            return "".join(map(chr, ffi.unpack(self._grapheme, n[0])))
+
+        return self._runs(raw, style_at, grapheme_at)
+
+    def history_line(self, index: int) -> list[Run]:
+        # Scrollback is read cell by cell through grid refs: slower than the render state,
+        # but it is only read while a person pages through it, and then cached by the pane.
+        point = self._point
+        point.value.y = index
+
+        def ref_at(x: int) -> Any:
+            point.value.x = x
+            _check(self._grid_ref(self._t, point[0], self._ref), f"grid_ref history {x},{index}")
+            return self._ref
+
+        raw: list[int] = []
+        for x in range(self.size[1]):
+            lib.ghostty_grid_ref_cell(ref_at(x), self._cell)
+            raw.append(self._cell[0])
+
+        def style_at(x: int) -> Any:
+            _check(lib.ghostty_grid_ref_style(ref_at(x), self._style), "grid_ref_style")
+            return self._style
+
+        def grapheme_at(x: int) -> str:
+            _check(
+                lib.ghostty_grid_ref_graphemes(ref_at(x), self._grapheme, _GRAPHEME_MAX, self._n),
+                "grid_ref_graphemes",
+            )
+            return "".join(map(chr, ffi.unpack(self._grapheme, self._n[0])))
+
+        return self._runs(raw, style_at, grapheme_at)
+
+    def _runs(self, raw: list[int], style_at: Any, grapheme_at: Any) -> list[Run]:
+        runs: list[Run] = []
+        text: list[str] = []
+        attrs = DEFAULT
+        styles: dict[int, Attrs] = {0: DEFAULT}
+        current_key = -1
+        for x, cell in enumerate(raw):
+            wide = (cell >> _WIDE_SHIFT) & _WIDE_MASK
+            if wide == _WIDE_TAIL:
+                continue
+            tag = cell & _TAG_MASK
+            if tag <= _TAG_GRAPHEME:
+                style_id = (cell >> _STYLE_SHIFT) & _STYLE_MASK
+                key = style_id
+                if key not in styles:
+                    styles[key] = _attrs(style_at(x))
+                cell_attrs = styles[key]
+                cp = (cell >> _CP_SHIFT) & _CP_MASK
+                if wide == _WIDE_HEAD or cp == 0:
+                    char = " "
+                elif tag == _TAG_GRAPHEME:
+                    char = grapheme_at(x) or " "
+                else:
+                    char = chr(cp)
+            else:
+                # A blank cell that only carries a background (erased with a colour set).
+                key = -2 - x
+                cell_attrs = DEFAULT._replace(bg=self._cell_bg(cell, tag))
+                char = " "
+            if key != current_key and cell_attrs != attrs:
+                if text:
+                    runs.append(Run("".join(text), attrs))
+                    text = []
+                attrs = cell_attrs
+            current_key = key
+            text.append(char)
+        if text:
+            runs.append(Run("".join(text), attrs))
+        return runs
+
+    def _cell_bg(self, cell: int, tag: int) -> Color:
+        if tag == _TAG_BG_PALETTE:
+            lib.ghostty_cell_get(cell, lib.GHOSTTY_CELL_DATA_COLOR_PALETTE, self._u8)
+            return int(self._u8[0])
+        lib.ghostty_cell_get(cell, lib.GHOSTTY_CELL_DATA_COLOR_RGB, self._rgb)
+        return (self._rgb.r, self._rgb.g, self._rgb.b)
+
+
+def _color(c: Any) -> Color:
+    if c.tag == lib.GHOSTTY_STYLE_COLOR_PALETTE:
+        return int(c.value.palette)
+    if c.tag == lib.GHOSTTY_STYLE_COLOR_RGB:
+        rgb = c.value.rgb
+        return (rgb.r, rgb.g, rgb.b)
+    return None
+
+
+def _attrs(style: Any) -> Attrs:
+    return Attrs(
+        fg=_color(style.fg_color),
+        bg=_color(style.bg_color),
+        bold=bool(style.bold),
+        italic=bool(style.italic),
+        underline=bool(style.underline),
+        reverse=bool(style.inverse),
+        dim=bool(style.faint),
+        strikethrough=bool(style.strikethrough),
+    )
+
+
+def _check_cell_layout() -> None:
+    """Fail loudly, not with garbled panes, if a new libghostty-vt packs cells differently."""
+    handle = ffi.new("GhosttyTerminal*")
+    _check(lib.ghostty_terminal_new(ffi.NULL, handle, 8, 1), "terminal_new")
+    try:
+        lib.ghostty_terminal_vt_write(handle[0], "a\x1b[1m中".encode(), 5)
+        point = ffi.new("GhosttyPointS*")
+        point.tag = lib.GHOSTTY_POINT_TAG_ACTIVE
+        ref = ffi.new("GhosttyGridRef*")
+        ref.size = ffi.sizeof("GhosttyGridRef")
+        grid_ref = ffi.cast(
+            "GhosttyResult(*)(GhosttyTerminal, GhosttyPointS, GhosttyGridRef*)",
+            ffi.addressof(lib, "ghostty_terminal_grid_ref"),
+        )
+        cell = ffi.new("GhosttyCell*")
+        out = ffi.new("uint32_t*")
+        for x in range(3):
+            point.value.x = x
+            _check(grid_ref(handle[0], point[0], ref), "grid_ref")
+            _check(lib.ghostty_grid_ref_cell(ref, cell), "grid_ref_cell")
+            raw = cell[0]
+            for key, decoded in (
+                (lib.GHOSTTY_CELL_DATA_CODEPOINT, (raw >> _CP_SHIFT) & _CP_MASK),
+                (lib.GHOSTTY_CELL_DATA_STYLE_ID, (raw >> _STYLE_SHIFT) & _STYLE_MASK),
+                (lib.GHOSTTY_CELL_DATA_WIDE, (raw >> _WIDE_SHIFT) & _WIDE_MASK),
+                (lib.GHOSTTY_CELL_DATA_CONTENT_TAG, raw & _TAG_MASK),
+            ):
+                out[0] = 0
+                _check(lib.ghostty_cell_get(raw, key, out), "cell_get")
+                if out[0] != decoded:
+                    raise RuntimeError(
+                        "libghostty-vt packs cells differently from what hive_tui decodes; "
+                        "pin the pyghostty version in pyproject.toml"
+                    )
+    finally:
+        lib.ghostty_terminal_free(handle[0])

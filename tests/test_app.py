@@ -1,0 +1,147 @@
+"""The app with real agent processes behind its panes: focus, the bytes a child receives
+for each key, pause/resume, sending a message. Agents here are `shell`-provider
+processes that record every byte their terminal gives them."""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hive_core.hive import init_office
+from hive_core.mail import iter_inbox
+from hive_core.office import Office
+from hive_core.paths import HivePaths
+from hive_tui.app import HiveApp
+from hive_tui.terminal.pane import TerminalPane
+
+# Puts its terminal in raw mode (so every key arrives as the bytes it is), says READY,
+# and appends whatever it reads to the file named on its command line.
+RECORDER = """
+import os, sys, tty
+tty.setraw(0)
+out = open(sys.argv[1], "ab", buffering=0)
+os.write(1, b"READY " + sys.argv[1].encode() + b"\\r\\n")
+while True:
+    data = os.read(0, 4096)
+    if not data:
+        break
+    out.write(data)
+"""
+AGENTS = ("michael", "jim", "pam")
+
+
+async def until(pilot: Any, predicate: Callable[[], Any], what: str, timeout: float = 15) -> Any:
+    import time
+
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if value := predicate():
+            return value
+        await pilot.pause(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _roster(root: Path) -> str:
+    lines = ['[office]\nmanager = "michael"\n']
+    for agent in AGENTS:
+        lines.append(
+            f'[[agents]]\nid = "{agent}"\nname = "{agent.title()}"\nprovider = "shell"\ncwd = "{root}"\n'
+            f"command = ['{sys.executable}', '-c', '''{RECORDER}''', '{root / (agent + '.keys')}']\n"
+        )
+    return "\n".join(lines)
+
+
+@pytest.fixture
+async def app() -> AsyncIterator[HiveApp]:
+    root = Path(tempfile.mkdtemp(prefix="hive-app-", dir="/tmp"))
+    paths = HivePaths(root / "home")
+    paths.home.mkdir(parents=True)
+    paths.office_toml.write_text(_roster(root))
+    init_office(paths)
+    yield HiveApp(Office(paths))
+
+
+def keys_of(app: HiveApp, agent: str) -> bytes:
+    path = app.office.paths.home.parent / f"{agent}.keys"
+    return path.read_bytes() if path.exists() else b""
+
+
+async def test_manager_pane_has_focus_and_focus_switches(app: HiveApp) -> None:
+    async with app.run_test(size=(160, 48)) as pilot:
+        await until(pilot, lambda: isinstance(app.focused, TerminalPane), "a focused pane")
+        assert app.focused.agent_id == "michael"
+        await pilot.press("alt+2")
+        assert app.focused.agent_id == "jim" and app.pane("jim").display and not app.pane("michael").display
+        await pilot.press("ctrl+right_square_bracket", "n")
+        assert app.focused.agent_id == "pam"
+        await pilot.press("ctrl+right_square_bracket", "p")
+        assert app.focused.agent_id == "jim"
+        await pilot.press("ctrl+right_square_bracket", "1")
+        assert app.focused.agent_id == "michael"
+        await pilot.press("ctrl+right_square_bracket", "z")
+        assert app.layout_mode == "zoom" and app.focused.agent_id == "michael"
+        await pilot.press("ctrl+right_square_bracket", "g")
+        assert app.layout_mode == "grid" and all(app.pane(a).display for a in AGENTS)
+        await pilot.press("ctrl+right_square_bracket", "q")
+
+
+KEYS = [
+    ("a", b"a"), ("Z", b"Z"), ("enter", b"\r"), ("tab", b"\t"), ("shift+tab", b"\x1b[Z"),
+    ("escape", b"\x1b"), ("ctrl+c", b"\x03"), ("ctrl+r", b"\x12"), ("ctrl+b", b"\x02"),
+    ("ctrl+d", b"\x04"), ("ctrl+q", b"\x11"), ("ctrl+p", b"\x10"), ("backspace", b"\x7f"),
+    ("up", b"\x1b[A"), ("ctrl+left", b"\x1b[1;5D"), ("alt+x", b"\x1bx"), ("alt+b", b"\x1bb"),
+    ("pagedown", b"\x1b[6~"), ("f5", b"\x1b[15~"), ("delete", b"\x1b[3~"),
+]
+
+
+async def test_every_key_reaches_the_child_as_xterm_bytes(app: HiveApp) -> None:
+    async with app.run_test(size=(160, 48)) as pilot:
+        await until(pilot, lambda: b"" == keys_of(app, "michael") and app.office.supervisor.sessions.get("michael"),
+                    "michael's recorder")
+        await until(pilot, lambda: "READY" in "".join(app.pane("michael").render_line(y).text for y in range(4)),
+                    "recorder ready")
+        expected = b""
+        for key, data in KEYS:
+            await pilot.press(key)
+            expected += data
+        await until(pilot, lambda: keys_of(app, "michael") == expected,
+                    f"the child to receive {expected!r}, got {keys_of(app, 'michael')!r}")
+        # The prefix twice sends the prefix key itself; alt+digit is the app's.
+        await pilot.press("ctrl+right_square_bracket", "ctrl+right_square_bracket", "alt+3")
+        await until(pilot, lambda: keys_of(app, "michael") == expected + b"\x1d", "ctrl+] passed through")
+        assert app.focused.agent_id == "pam" and keys_of(app, "pam") == b""
+        await pilot.press("ctrl+right_square_bracket", "q")
+
+
+async def test_pause_and_resume_from_the_app(app: HiveApp) -> None:
+    async with app.run_test(size=(160, 48)) as pilot:
+        await until(pilot, lambda: isinstance(app.focused, TerminalPane), "a focused pane")
+        await pilot.press("alt+2", "ctrl+right_square_bracket", "x")
+        assert app.office.states["jim"].paused
+        await until(pilot, lambda: '"paused":true' in app.office.paths.registry.read_text().replace(" ", ""),
+                    "registry shows jim paused")
+        assert "paused" in str(app.pane("jim").border_title)
+        await pilot.press("ctrl+right_square_bracket", "x")
+        assert not app.office.states["jim"].paused
+        await pilot.press("ctrl+right_square_bracket", "q")
+
+
+async def test_send_a_message_from_the_app(app: HiveApp) -> None:
+    async with app.run_test(size=(160, 48)) as pilot:
+        await until(pilot, lambda: isinstance(app.focused, TerminalPane), "a focused pane")
+        await pilot.press("alt+2", "ctrl+right_square_bracket", "s")
+        await until(pilot, lambda: app.screen.__class__.__name__ == "SendScreen", "the send screen")
+        await pilot.press(*"Ship it")
+        await pilot.press("tab")
+        await pilot.press(*"The release is approved.")
+        await pilot.press("ctrl+s")
+        box = app.office.paths.mailbox("jim")
+        [message] = await until(pilot, lambda: list(iter_inbox(box)), "delivery to jim")
+        assert (message.sender, message.to, message.act) == ("human", "jim", "request")
+        assert (message.subject, message.body) == ("Ship it", "The release is approved.")
+        await pilot.press("ctrl+right_square_bracket", "q")
