@@ -78,7 +78,7 @@ class HiveApp(App[None], inherit_bindings=False):
     Screen { layout: vertical; }
     #body { height: 1fr; }
     #left { width: 1fr; }
-    #map { height: 14; border: round $panel; }
+    #map { height: 14; }
     #panes { height: 1fr; }
     TerminalPane { height: 1fr; border: round $panel; }
     TerminalPane:focus { border: round $accent; }

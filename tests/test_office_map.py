@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import re
 from itertools import pairwise
-from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_textual_snapshot
 from rich.cells import cell_len
 from textual.app import App, ComposeResult
 from textual.message import Message
@@ -327,22 +325,6 @@ async def test_envelope_travels_and_its_timer_stops() -> None:
 
 
 # -- snapshot -----------------------------------------------------------------------------
-
-SNAPSHOTS = Path(__file__).resolve().parent.parent / "snapshots" / Path(__file__).stem
-
-
-class _RepoSnapshots(pytest_textual_snapshot.SVGImageExtension):
-    @classmethod
-    def dirname(cls, *, test_location: Any) -> str:
-        return str(SNAPSHOTS)
-
-
-@pytest.fixture
-def snapshots_in_repo(monkeypatch: pytest.MonkeyPatch) -> None:
-    """pytest-textual-snapshot keeps SVGs in tests/__snapshots__; the project keeps them in
-    snapshots/. Its fixture looks the extension up when it starts, so patch it first."""
-    monkeypatch.setattr(pytest_textual_snapshot, "SVGImageExtension", _RepoSnapshots)
-
 
 def test_office_snapshot(snapshots_in_repo: None, snap_compare: Any) -> None:
     agents = [
