@@ -25,6 +25,7 @@ name = "Scranton"
 manager = "michael"      # the manager ("god") agent: runs the floor, the person's proxy
 hop_cap = 8              # a reply chain longer than this goes to the manager instead
 stop_block_cap = 3       # at most this many Stop blocks in a row to drain mail
+prefix_key = "ctrl+]"    # the app's prefix key (then ? lists the commands)
 
 [[agents]]
 id = "michael"

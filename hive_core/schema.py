@@ -77,6 +77,8 @@ class OfficeSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     manager: str = "michael"
     hop_cap: int = 8
     stop_block_cap: int = 3
+    # The app's prefix key, written as in tmux ("ctrl+]", "ctrl+a", "ctrl+space").
+    prefix_key: str = "ctrl+]"
 
 
 class AgentSpec(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

@@ -19,6 +19,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Horizontal, Vertical
 from textual.events import Key
+from textual.keys import _character_to_key
 from textual.widgets import Static, TabbedContent, TabPane
 
 from hive_core.agents.state import AgentState
@@ -34,9 +35,9 @@ from hive_tui.panels.log import LogPanel
 from hive_tui.panels.tasks import TasksPanel
 from hive_tui.screens.help import HelpScreen
 from hive_tui.screens.send import SendScreen
-from hive_tui.terminal.pane import TerminalPane
+from hive_tui.terminal.keys import encode_key
+from hive_tui.terminal.pane import PrefixKey, TerminalPane
 
-DEFAULT_PREFIX = "ctrl+right_square_bracket"
 # Commands after the prefix key; "?" shows them all.
 PREFIX_COMMANDS: dict[str, tuple[str, str]] = {
     "1-9": ("focus", "focus agent N (roster order)"),
@@ -61,8 +62,17 @@ LOG_TAIL_CHUNK = 1 << 20
 ALT_DIGIT_KEYS = {
     n: (f"alt+{n}", name)
     for n, name in enumerate(
-        ["inverted_exclamation_mark", "trade_mark_sign", "pound_sign", "cent_sign", "infinity",
-         "section_sign", "pilcrow_sign", "bullet", "ª"],
+        [
+            "inverted_exclamation_mark",
+            "trade_mark_sign",
+            "pound_sign",
+            "cent_sign",
+            "infinity",
+            "section_sign",
+            "pilcrow_sign",
+            "bullet",
+            "ª",
+        ],
         start=1,
     )
 }
@@ -90,31 +100,40 @@ class HiveApp(App[None], inherit_bindings=False):
     .grid #panes { layout: grid; grid-size: 2; }
     """
     BINDINGS: ClassVar[list[Binding | tuple[str, str] | tuple[str, str, str]]] = [
-        Binding(DEFAULT_PREFIX, "prefix", "prefix", priority=True, show=False),
-        *[Binding(",".join(keys), f"focus_agent({n})", f"agent {n}", priority=True, show=False)
-          for n, keys in ALT_DIGIT_KEYS.items()],
+        *[
+            Binding(",".join(keys), f"focus_agent({n})", f"agent {n}", priority=True, show=False)
+            for n, keys in ALT_DIGIT_KEYS.items()
+        ],
     ]
 
-    def __init__(self, office: Office, *, demo: bool = False, prefix: str = DEFAULT_PREFIX) -> None:
+    def __init__(self, office: Office, *, demo: bool = False) -> None:
         super().__init__()
         self.office = office
         self.demo = demo
-        self.prefix = prefix
+        self.prefix_label = office.config.office.prefix_key
+        self.prefix = textual_key(self.prefix_label)
+        # Shared with every pane, which arms it when the prefix is typed into it.
+        self.prefix_key = PrefixKey(self.prefix)
         self.roster = [a.id for a in office.config.agents if not a.archived]
-        self.focused_agent = office.config.office.manager if office.config.office.manager in self.roster else self.roster[0]
+        self.focused_agent = (
+            office.config.office.manager
+            if office.config.office.manager in self.roster
+            else self.roster[0]
+        )
         self.layout_mode = "default"
-        self.prefix_armed = False
         self._stop = asyncio.Event()
         self._log_offset = 0
         self.unread: dict[str, int] = {}
-        if prefix != DEFAULT_PREFIX:
-            self.bind(prefix, "prefix", description="prefix", show=False, priority=True)
+        # For when a pane does not have the focus (the map, a panel); a pane arms it itself.
+        self.bind(self.prefix, "prefix", description="prefix", show=False)
 
     # --- building ---------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
         if self.demo:
-            yield Static(" DEMO: scripted agents, no API key, nothing leaves this machine ", id="demo")
+            yield Static(
+                " DEMO: scripted agents, no API key, nothing leaves this machine ", id="demo"
+            )
         with Horizontal(id="body"):
             with Vertical(id="left"):
                 yield OfficeMap(id="map")
@@ -123,6 +142,7 @@ class HiveApp(App[None], inherit_bindings=False):
                         pane = TerminalPane(agent_id, id=f"pane-{agent_id}")
                         pane.border_title = self._title(agent_id)
                         pane.reserved = self._reserved_keys()
+                        pane.prefix = self.prefix_key
                         yield pane
             with TabbedContent(id="side", initial="tab-board"):
                 with TabPane("Board", id="tab-board"):
@@ -136,11 +156,13 @@ class HiveApp(App[None], inherit_bindings=False):
         yield Static(self._keys_line(), id="keys")
 
     def _reserved_keys(self) -> set[str]:
-        return {self.prefix, *(key for keys in ALT_DIGIT_KEYS.values() for key in keys)}
+        return {key for keys in ALT_DIGIT_KEYS.values() for key in keys}
 
     def _keys_line(self) -> str:
-        return (" ctrl+] then: 1-9 agent · n/p next/prev · z zoom · g grid · b/t/l/i panels · "
-                "s send · x pause · ? help · q quit   alt+1..9 agent")
+        return (
+            f" {self.prefix_label} then: 1-9 agent · n/p next/prev · z zoom · g grid · "
+            "b/t/l/i panels · s send · x pause · ? help · q quit   alt+1..9 agent"
+        )
 
     async def on_mount(self) -> None:
         office = self.office
@@ -154,7 +176,9 @@ class HiveApp(App[None], inherit_bindings=False):
         self._load_tasks()
         self._load_inbox()
         self._load_log()
-        self._office_worker = self.run_worker(office.run(self._stop), name="office", exit_on_error=True)
+        self._office_worker = self.run_worker(
+            office.run(self._stop), name="office", exit_on_error=True
+        )
         # SIGTERM (a closing SSH session, `kill`) quits like `q`: agents stopped, last commit.
         asyncio.get_running_loop().add_signal_handler(
             signal.SIGTERM, lambda: self.run_worker(self.action_quit())
@@ -177,9 +201,16 @@ class HiveApp(App[None], inherit_bindings=False):
 
     def info(self, state: AgentState) -> AgentInfo:
         return AgentInfo(
-            id=state.id, name=state.spec.name, role=state.spec.role, manager=state.manager,
-            status=state.status, last_tool=state.last_tool, unread=self.unread.get(state.id, 0),
-            needs_you=state.status == "waiting", paused=state.paused, missing=state.missing,
+            id=state.id,
+            name=state.spec.name,
+            role=state.spec.role,
+            manager=state.manager,
+            status=state.status,
+            last_tool=state.last_tool,
+            unread=self.unread.get(state.id, 0),
+            needs_you=state.status == "waiting",
+            paused=state.paused,
+            missing=state.missing,
         )
 
     def _agent_changed(self, state: AgentState) -> None:
@@ -216,8 +247,12 @@ class HiveApp(App[None], inherit_bindings=False):
             self.pane(agent_id).feed(data)
 
     def _refresh_map(self) -> None:
-        self.unread = {a: len(message_files(self.office.paths.mailbox(a).inbox)) for a in self.roster}
-        self.query_one(OfficeMap).set_agents([self.info(self.office.states[a]) for a in self.roster])
+        self.unread = {
+            a: len(message_files(self.office.paths.mailbox(a).inbox)) for a in self.roster
+        }
+        self.query_one(OfficeMap).set_agents(
+            [self.info(self.office.states[a]) for a in self.roster]
+        )
         for agent_id in self.roster:
             self.pane(agent_id).border_title = self._title(agent_id)
 
@@ -238,9 +273,14 @@ class HiveApp(App[None], inherit_bindings=False):
     def _load_inbox(self) -> None:
         manager = self.office.config.office.manager
         mine = list(iter_inbox(self.office.paths.mailbox(HUMAN)))
-        escalations = [m for m in iter_inbox(self.office.paths.mailbox(manager))
-                       if m.needs_human and m.id not in {x.id for x in mine}]
-        self.query_one(InboxPanel).show(sorted(mine + escalations, key=lambda m: m.id, reverse=True))
+        escalations = [
+            m
+            for m in iter_inbox(self.office.paths.mailbox(manager))
+            if m.needs_human and m.id not in {x.id for x in mine}
+        ]
+        self.query_one(InboxPanel).show(
+            sorted(mine + escalations, key=lambda m: m.id, reverse=True)
+        )
 
     def _load_log(self) -> None:
         """Read what was appended to log.jsonl since last time (whole lines only)."""
@@ -298,30 +338,31 @@ class HiveApp(App[None], inherit_bindings=False):
         self.screen.set_class(self.layout_mode == "zoom", "zoom")
         self.screen.set_class(self.layout_mode == "grid", "grid")
         for agent_id in self.roster:
-            self.pane(agent_id).display = self.layout_mode == "grid" or agent_id == self.focused_agent
+            self.pane(agent_id).display = (
+                self.layout_mode == "grid" or agent_id == self.focused_agent
+            )
 
     def action_prefix(self) -> None:
-        if self.prefix_armed:
-            # The prefix twice sends the prefix key itself to the agent, as in tmux.
-            self._arm(False)
-            self.office.supervisor.write(self.focused_agent, b"\x1d")
+        if self.prefix_key.armed:
+            self.prefix_key.armed = False
+            self._send_prefix()
             return
-        self._arm(True)
+        self.prefix_key.armed = True
 
-    def _arm(self, armed: bool) -> None:
-        """Arming is a flag, not a focus change: a key typed right after the prefix (even
-        in the same read) is already the app's."""
-        self.prefix_armed = armed
-        for pane in self.query(TerminalPane):
-            pane.keys_held = armed
+    def _send_prefix(self) -> None:
+        """The prefix twice sends the prefix key itself to the agent, as in tmux."""
+        self.office.supervisor.write(self.focused_agent, encode_key(self.prefix, None) or b"")
 
     def on_key(self, event: Key) -> None:
-        if not self.prefix_armed:
+        if not self.prefix_key.armed:
             return
         event.stop()
         event.prevent_default()
-        self._arm(False)
-        self.run_prefix_command(event.key, event.character)
+        self.prefix_key.armed = False
+        if event.key == self.prefix:
+            self._send_prefix()
+        else:
+            self.run_prefix_command(event.key, event.character)
 
     def run_prefix_command(self, key: str, character: str | None) -> None:
         char = character or key
@@ -330,7 +371,10 @@ class HiveApp(App[None], inherit_bindings=False):
             return
         command = next((cmd for k, (cmd, _) in PREFIX_COMMANDS.items() if k == char), None)
         if command is None:
-            self.notify(f"ctrl+] {char}: no such command; ctrl+] ? lists them.", severity="warning")
+            label = self.prefix_label
+            self.notify(
+                f"{label} {char}: no such command; {label} ? lists them.", severity="warning"
+            )
             return
         step = {"next": 1, "prev": -1}
         if command in step:
@@ -354,7 +398,7 @@ class HiveApp(App[None], inherit_bindings=False):
             self.office.set_paused(state.id, not state.paused)
             self.notify(f"{state.spec.name} is {'paused' if state.paused else 'resumed'}.")
         elif command == "help":
-            self.push_screen(HelpScreen(PREFIX_COMMANDS))
+            self.push_screen(HelpScreen(PREFIX_COMMANDS, self.prefix_label))
         elif command == "quit":
             self.run_worker(self.action_quit())
 
@@ -375,6 +419,13 @@ class HiveApp(App[None], inherit_bindings=False):
         if unread:
             bits.append(f"✉ {unread}")
         return " · ".join(bits)
+
+
+def textual_key(spec: str) -> str:
+    """`ctrl+]` as Textual names it (`ctrl+right_square_bracket`)."""
+    *mods, last = spec.strip().lower().split("+") if spec.strip() != "+" else ["+"]
+    name = _character_to_key(last) if len(last) == 1 else last
+    return "+".join([*mods, name])
 
 
 def _inbox_owner(path: Path) -> str | None:

@@ -55,13 +55,16 @@ class ClaudeOffice:
         events = [json.loads(line) for line in lines if line.strip()]
         return [e for e in events if agent is None or e.get("agent") == agent]
 
-    def run(self, *args: str, agent: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, *args: str, agent: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
         env = {**self.env, "HIVE_HOME": str(self.home)}
         env.pop("HIVE_AGENT_ID", None)
         if agent:
             env["HIVE_AGENT_ID"] = agent
-        result = subprocess.run([str(BIN / args[0]), *args[1:]], env=env, capture_output=True,
-                                text=True, timeout=60)
+        result = subprocess.run(
+            [str(BIN / args[0]), *args[1:]], env=env, capture_output=True, text=True, timeout=60
+        )
         if check:
             assert result.returncode == 0, result.stderr
         return result
@@ -71,8 +74,12 @@ class ClaudeOffice:
         return [json.loads(p.read_text()) for p in sorted(folder.glob("2*.json"))]
 
     def git(self, *args: str) -> str:
-        return subprocess.run(["git", "-C", str(self.home / "hive"), *args], capture_output=True,
-                              text=True, check=True).stdout
+        return subprocess.run(
+            ["git", "-C", str(self.home / "hive"), *args],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
 
     def agent_pids(self) -> set[int]:
         """Every live process that carries this office's HIVE_HOME (agents and their children)."""
@@ -95,25 +102,38 @@ class ClaudeOffice:
 
 
 def make_claude_office(
-    root: Path, scenarios: dict[str, Sequence[Turn]], *, agents: Sequence[str] = AGENTS,
+    root: Path,
+    scenarios: dict[str, Sequence[Turn]],
+    *,
+    agents: Sequence[str] = AGENTS,
     stop_block_cap: int = 3,
 ) -> ClaudeOffice:
     """Create (not start) an office whose agents are claude against scripted models."""
     home, project, config_dir = root / "home", root / "project", root / "claude"
     project.mkdir(parents=True, exist_ok=True)
     write_claude_config(config_dir, API_KEY, trusted=[project])
-    models = {a: ScriptedModel(Scenario(list(scenarios.get(a, [])), fallback="Noted.")) for a in agents}
+    models = {
+        a: ScriptedModel(Scenario(list(scenarios.get(a, [])), fallback="Noted.")) for a in agents
+    }
     for model in models.values():
         model.start()
     roster = f'[office]\nmanager = "{agents[0]}"\nstop_block_cap = {stop_block_cap}\n'
     for agent in agents:
-        roster += (f'\n[[agents]]\nid = "{agent}"\nname = "{agent.title()}"\nrole = "Engineer"\n'
-                   f'provider = "claude"\ncwd = "{project}"\n'
-                   f'env = {{ ANTHROPIC_BASE_URL = "{models[agent].base_url}" }}\n')
+        roster += (
+            f'\n[[agents]]\nid = "{agent}"\nname = "{agent.title()}"\nrole = "Engineer"\n'
+            f'provider = "claude"\ncwd = "{project}"\n'
+            f'env = {{ ANTHROPIC_BASE_URL = "{models[agent].base_url}" }}\n'
+        )
     home.mkdir(parents=True, exist_ok=True)
     (home / "office.toml").write_text(roster)
-    env = claude_environment(base_url=models[agents[0]].base_url, api_key=API_KEY, config_dir=config_dir)
+    env = claude_environment(
+        base_url=models[agents[0]].base_url, api_key=API_KEY, config_dir=config_dir
+    )
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
-    subprocess.run([str(BIN / "hive-office"), "init", "--home", str(home)], env=env, check=True,
-                   capture_output=True)
+    subprocess.run(
+        [str(BIN / "hive-office"), "init", "--home", str(home)],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     return ClaudeOffice(root, home, project, models, env)

@@ -4,6 +4,7 @@ processes that record every byte their terminal gives them."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable
@@ -46,9 +47,16 @@ async def until(pilot: Any, predicate: Callable[[], Any], what: str, timeout: fl
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def _roster(root: Path) -> str:
+def _roster(root: Path, *, missing: str | None = None) -> str:
+    """Recorder agents; `missing` is a claude agent whose CLI is not installed."""
     lines = ['[office]\nmanager = "michael"\n']
     for agent in AGENTS:
+        if agent == missing:
+            lines.append(
+                f'[[agents]]\nid = "{agent}"\nname = "{agent.title()}"\nprovider = "claude"\n'
+                f'cwd = "{root}"\ncommand = ["claude-not-installed-here"]\n'
+            )
+            continue
         lines.append(
             f'[[agents]]\nid = "{agent}"\nname = "{agent.title()}"\nprovider = "shell"\ncwd = "{root}"\n'
             f"command = ['{sys.executable}', '-c', '''{RECORDER}''', '{root / (agent + '.keys')}']\n"
@@ -76,7 +84,11 @@ async def test_manager_pane_has_focus_and_focus_switches(app: HiveApp) -> None:
         await until(pilot, lambda: isinstance(app.focused, TerminalPane), "a focused pane")
         assert app.focused.agent_id == "michael"
         await pilot.press("alt+2")
-        assert app.focused.agent_id == "jim" and app.pane("jim").display and not app.pane("michael").display
+        assert (
+            app.focused.agent_id == "jim"
+            and app.pane("jim").display
+            and not app.pane("michael").display
+        )
         await pilot.press("ctrl+right_square_bracket", "n")
         assert app.focused.agent_id == "pam"
         await pilot.press("ctrl+right_square_bracket", "p")
@@ -91,29 +103,57 @@ async def test_manager_pane_has_focus_and_focus_switches(app: HiveApp) -> None:
 
 
 KEYS = [
-    ("a", b"a"), ("Z", b"Z"), ("enter", b"\r"), ("tab", b"\t"), ("shift+tab", b"\x1b[Z"),
-    ("escape", b"\x1b"), ("ctrl+c", b"\x03"), ("ctrl+r", b"\x12"), ("ctrl+b", b"\x02"),
-    ("ctrl+d", b"\x04"), ("ctrl+q", b"\x11"), ("ctrl+p", b"\x10"), ("backspace", b"\x7f"),
-    ("up", b"\x1b[A"), ("ctrl+left", b"\x1b[1;5D"), ("alt+x", b"\x1bx"), ("alt+b", b"\x1bb"),
-    ("pagedown", b"\x1b[6~"), ("f5", b"\x1b[15~"), ("delete", b"\x1b[3~"),
+    ("a", b"a"),
+    ("Z", b"Z"),
+    ("enter", b"\r"),
+    ("tab", b"\t"),
+    ("shift+tab", b"\x1b[Z"),
+    ("escape", b"\x1b"),
+    ("ctrl+c", b"\x03"),
+    ("ctrl+r", b"\x12"),
+    ("ctrl+b", b"\x02"),
+    ("ctrl+d", b"\x04"),
+    ("ctrl+q", b"\x11"),
+    ("ctrl+p", b"\x10"),
+    ("backspace", b"\x7f"),
+    ("up", b"\x1b[A"),
+    ("ctrl+left", b"\x1b[1;5D"),
+    ("alt+x", b"\x1bx"),
+    ("alt+b", b"\x1bb"),
+    ("pagedown", b"\x1b[6~"),
+    ("f5", b"\x1b[15~"),
+    ("delete", b"\x1b[3~"),
 ]
 
 
 async def test_every_key_reaches_the_child_as_xterm_bytes(app: HiveApp) -> None:
     async with app.run_test(size=(160, 48)) as pilot:
-        await until(pilot, lambda: b"" == keys_of(app, "michael") and app.office.supervisor.sessions.get("michael"),
-                    "michael's recorder")
-        await until(pilot, lambda: "READY" in "".join(app.pane("michael").render_line(y).text for y in range(4)),
-                    "recorder ready")
+        await until(
+            pilot,
+            lambda: (
+                keys_of(app, "michael") == b"" and app.office.supervisor.sessions.get("michael")
+            ),
+            "michael's recorder",
+        )
+        await until(
+            pilot,
+            lambda: "READY" in "".join(app.pane("michael").render_line(y).text for y in range(4)),
+            "recorder ready",
+        )
         expected = b""
         for key, data in KEYS:
             await pilot.press(key)
             expected += data
-        await until(pilot, lambda: keys_of(app, "michael") == expected,
-                    f"the child to receive {expected!r}, got {keys_of(app, 'michael')!r}")
+        await until(
+            pilot,
+            lambda: keys_of(app, "michael") == expected,
+            f"the child to receive {expected!r}, got {keys_of(app, 'michael')!r}",
+        )
         # The prefix twice sends the prefix key itself; alt+digit is the app's.
         await pilot.press("ctrl+right_square_bracket", "ctrl+right_square_bracket", "alt+3")
-        await until(pilot, lambda: keys_of(app, "michael") == expected + b"\x1d", "ctrl+] passed through")
+        await until(
+            pilot, lambda: keys_of(app, "michael") == expected + b"\x1d", "ctrl+] passed through"
+        )
         assert app.focused.agent_id == "pam" and keys_of(app, "pam") == b""
         await pilot.press("ctrl+right_square_bracket", "q")
 
@@ -123,8 +163,11 @@ async def test_pause_and_resume_from_the_app(app: HiveApp) -> None:
         await until(pilot, lambda: isinstance(app.focused, TerminalPane), "a focused pane")
         await pilot.press("alt+2", "ctrl+right_square_bracket", "x")
         assert app.office.states["jim"].paused
-        await until(pilot, lambda: '"paused":true' in app.office.paths.registry.read_text().replace(" ", ""),
-                    "registry shows jim paused")
+        await until(
+            pilot,
+            lambda: '"paused":true' in app.office.paths.registry.read_text().replace(" ", ""),
+            "registry shows jim paused",
+        )
         assert "paused" in str(app.pane("jim").border_title)
         await pilot.press("ctrl+right_square_bracket", "x")
         assert not app.office.states["jim"].paused
@@ -145,3 +188,65 @@ async def test_send_a_message_from_the_app(app: HiveApp) -> None:
         assert (message.sender, message.to, message.act) == ("human", "jim", "request")
         assert (message.subject, message.body) == ("Ship it", "The release is approved.")
         await pilot.press("ctrl+right_square_bracket", "q")
+
+
+async def test_missing_cli_says_what_to_install_and_the_rest_works(tmp_path: Path) -> None:
+    root = Path(tempfile.mkdtemp(prefix="hive-app-", dir="/tmp"))
+    paths = HivePaths(root / "home")
+    paths.home.mkdir(parents=True)
+    paths.office_toml.write_text(_roster(root, missing="jim"))
+    init_office(paths)
+    app = HiveApp(Office(paths))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await until(pilot, lambda: app.office.states["jim"].missing, "jim's CLI found missing")
+        await pilot.press("alt+2")
+        notice = await until(pilot, lambda: app.pane("jim").notice, "the notice in jim's pane")
+        assert (
+            "claude-not-installed-here" in notice
+            and "npm install -g @anthropic-ai/claude-code" in notice
+        )
+        screen = "\n".join(
+            app.pane("jim").render_line(y).text for y in range(app.pane("jim").size.height)
+        )
+        assert "npm install" in screen
+        # The rest of the office works: michael's recorder runs and gets keys.
+        await pilot.press("alt+1", "h", "i")
+        await until(pilot, lambda: keys_of(app, "michael") == b"hi", "michael gets keys")
+        await pilot.press("ctrl+right_square_bracket", "q")
+    doctor = subprocess.run(
+        [str(Path(sys.executable).parent / "hive-office"), "doctor", "--home", str(paths.home)],
+        capture_output=True,
+        text=True,
+    )
+    assert doctor.returncode == 1
+    assert "jim: `claude-not-installed-here` not found" in doctor.stdout
+    assert "npm install -g @anthropic-ai/claude-code" in doctor.stdout
+
+
+async def test_the_prefix_key_is_configurable() -> None:
+    root = Path(tempfile.mkdtemp(prefix="hive-app-", dir="/tmp"))
+    paths = HivePaths(root / "home")
+    paths.home.mkdir(parents=True)
+    paths.office_toml.write_text(
+        _roster(root).replace(
+            'manager = "michael"', 'manager = "michael"\nprefix_key = "ctrl+a"', 1
+        )
+    )
+    init_office(paths)
+    app = HiveApp(Office(paths))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await until(
+            pilot,
+            lambda: "READY" in "".join(app.pane("michael").render_line(y).text for y in range(4)),
+            "recorder ready",
+        )
+        await pilot.press("ctrl+a", "ctrl+a", "ctrl+right_square_bracket")
+        await until(
+            pilot,
+            lambda: keys_of(app, "michael") == b"\x01\x1d",
+            f"ctrl+a twice then ctrl+]: {keys_of(app, 'michael')!r} {app.prefix_key.armed}",
+        )
+        await pilot.press("ctrl+a", "2")
+        assert app.focused.agent_id == "jim"
+        assert "ctrl+a then" in str(app.query_one("#keys").render())
+        await pilot.press("ctrl+a", "q")

@@ -72,39 +72,95 @@ def seed(paths: HivePaths) -> None:
     init_office(paths)
     paths.board.write_text(BOARD)
     tasks = [
-        Task(id="t1", title="Split parser from loader", assignee="jim", status="done", priority=1,
-             result="parser.py and loader.py, tests green", created_at=T0, updated_at=T0),
-        Task(id="t2", title="Port CSV edge cases", assignee="pam", status="doing", depends_on=["t1"],
-             created_at=T0, updated_at=T0),
-        Task(id="t3", title="Vendor API limits", assignee="pete", status="blocked", priority=1,
-             questions=[TaskQuestion(question="May we pay for the higher rate tier?", asked_by="pete")],
-             created_at=T0, updated_at=T0),
+        Task(
+            id="t1",
+            title="Split parser from loader",
+            assignee="jim",
+            status="done",
+            priority=1,
+            result="parser.py and loader.py, tests green",
+            created_at=T0,
+            updated_at=T0,
+        ),
+        Task(
+            id="t2",
+            title="Port CSV edge cases",
+            assignee="pam",
+            status="doing",
+            depends_on=["t1"],
+            created_at=T0,
+            updated_at=T0,
+        ),
+        Task(
+            id="t3",
+            title="Vendor API limits",
+            assignee="pete",
+            status="blocked",
+            priority=1,
+            questions=[
+                TaskQuestion(question="May we pay for the higher rate tier?", asked_by="pete")
+            ],
+            created_at=T0,
+            updated_at=T0,
+        ),
     ]
     paths.tasks.write_bytes(msgspec.json.encode(Ledger(tasks=tasks)))
     events = [
-        LogEvent(ts="2026-11-30T09:01:00.000000Z", kind="route", msg="20261130T090100000000Z-aaaaaa",
-                 sender="michael", to="jim", recipients=["jim"], act="request", subject="Split the parser"),
-        LogEvent(ts="2026-11-30T09:02:00.000Z", kind="agent", agent="jim",
-                 detail="PreToolUse: Edit: importer/parser.py [idle -> working]"),
-        LogEvent(ts="2026-11-30T09:05:00.000000Z", kind="route", msg="20261130T090500000000Z-bbbbbb",
-                 sender="pete", to="human", recipients=["michael", "human"], act="query",
-                 subject="Higher rate tier?"),
+        LogEvent(
+            ts="2026-11-30T09:01:00.000000Z",
+            kind="route",
+            msg="20261130T090100000000Z-aaaaaa",
+            sender="michael",
+            to="jim",
+            recipients=["jim"],
+            act="request",
+            subject="Split the parser",
+        ),
+        LogEvent(
+            ts="2026-11-30T09:02:00.000Z",
+            kind="agent",
+            agent="jim",
+            detail="PreToolUse: Edit: importer/parser.py [idle -> working]",
+        ),
+        LogEvent(
+            ts="2026-11-30T09:05:00.000000Z",
+            kind="route",
+            msg="20261130T090500000000Z-bbbbbb",
+            sender="pete",
+            to="human",
+            recipients=["michael", "human"],
+            act="query",
+            subject="Higher rate tier?",
+        ),
     ]
     paths.log.write_bytes(b"".join(msgspec.json.encode(e) + b"\n" for e in events))
-    question = Message(id="20261130T090500000000Z-bbbbbb", conversation="20261130T090500000000Z-bbbbbb",
-                       in_reply_to=None, sender="pete", to="human", act="query",
-                       subject="Higher rate tier?", body="The vendor caps us at 10 req/s. The next tier "
-                       "costs $40/month. May we pay for it?", needs_human=True,
-                       created_at="2026-11-30T09:05:00.000000Z")
-    (paths.mailbox("human").inbox / f"{question.id}.json").write_bytes(msgspec.json.encode(question))
+    question = Message(
+        id="20261130T090500000000Z-bbbbbb",
+        conversation="20261130T090500000000Z-bbbbbb",
+        in_reply_to=None,
+        sender="pete",
+        to="human",
+        act="query",
+        subject="Higher rate tier?",
+        body="The vendor caps us at 10 req/s. The next tier costs $40/month. May we pay for it?",
+        needs_human=True,
+        created_at="2026-11-30T09:05:00.000000Z",
+    )
+    (paths.mailbox("human").inbox / f"{question.id}.json").write_bytes(
+        msgspec.json.encode(question)
+    )
 
 
 def make_app(tmp_path: Path) -> HiveApp:
     paths = HivePaths(tmp_path / "home")
     seed(paths)
     office = Office(paths, agents=False)
-    for agent_id, status, tool in (("michael", "working", "Read"), ("jim", "working", "Edit"),
-                                   ("pam", "idle", None), ("pete", "waiting", "WebFetch")):
+    for agent_id, status, tool in (
+        ("michael", "working", "Read"),
+        ("jim", "working", "Edit"),
+        ("pam", "idle", None),
+        ("pete", "waiting", "WebFetch"),
+    ):
         office.states[agent_id].status = status  # type: ignore[assignment]
         office.states[agent_id].last_tool = tool
     return HiveApp(office)
@@ -137,8 +193,10 @@ def keys(*pressed: str, data: bytes | None = None) -> Callable[[Any], Awaitable[
     return run_before
 
 
-GREETING = b"\x1b[1;32mjim@office\x1b[0m:\x1b[1;34m~/importer\x1b[0m$ pytest -q\r\n" \
-           b"\x1b[32m42 passed\x1b[0m in 1.31s\r\n"
+GREETING = (
+    b"\x1b[1;32mjim@office\x1b[0m:\x1b[1;34m~/importer\x1b[0m$ pytest -q\r\n"
+    b"\x1b[32m42 passed\x1b[0m in 1.31s\r\n"
+)
 
 
 @pytest.mark.parametrize(
@@ -154,7 +212,13 @@ GREETING = b"\x1b[1;32mjim@office\x1b[0m:\x1b[1;34m~/importer\x1b[0m$ pytest -q\
         ("claude_pane", (160, 48), feed("michael", claude_output())),
     ],
 )
-def test_app_snapshot(snapshots_in_repo: None, snap_compare: Any, tmp_path: Path, name: str,
-                      size: tuple[int, int], run_before: Callable[[Any], Awaitable[None]]) -> None:
+def test_app_snapshot(
+    snapshots_in_repo: None,
+    snap_compare: Any,
+    tmp_path: Path,
+    name: str,
+    size: tuple[int, int],
+    run_before: Callable[[Any], Awaitable[None]],
+) -> None:
     assert json.loads((FIXTURES / "claude_session.json").read_text())["term"] == "xterm-256color"
     assert snap_compare(make_app(tmp_path), terminal_size=size, run_before=run_before)

@@ -113,9 +113,14 @@ def test_init_refuses_a_bad_roster(tmp_path: Path) -> None:
     assert not (home / "hive").exists(), "nothing half-configured"
 
 
-def test_bare_command_does_not_pretend(tmp_path: Path) -> None:
+def test_bare_command_without_a_terminal_points_to_serve(tmp_path: Path) -> None:
     result = run("hive-office", home=tmp_path, check=False)
-    assert result.returncode == 2 and "hive-office serve" in result.stderr
+    assert result.returncode == 2 and "needs a terminal" in result.stderr and "hive-office serve" in result.stderr
+
+
+def test_demo_does_not_pretend(tmp_path: Path) -> None:
+    result = run("hive-office", "--demo", home=tmp_path, check=False)
+    assert result.returncode == 2 and "not built yet" in result.stderr
 
 
 def test_serve_needs_an_office(tmp_path: Path) -> None:

@@ -19,7 +19,9 @@ from tests.claude_office import BIN, CLAUDE, ClaudeOffice, make_claude_office, w
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.skipif(CLAUDE is None, reason="claude CLI not found (run scripts/setup)"),
-    pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed (scripts/setup installs it)"),
+    pytest.mark.skipif(
+        shutil.which("tmux") is None, reason="tmux not installed (scripts/setup installs it)"
+    ),
 ]
 
 
@@ -31,7 +33,9 @@ class Tmux:
         self.base = ["tmux", "-S", str(root / "tmux.sock"), "-f", str(conf)]
 
     def __call__(self, *args: str) -> str:
-        return subprocess.run([*self.base, *args], capture_output=True, text=True, check=True).stdout
+        return subprocess.run(
+            [*self.base, *args], capture_output=True, text=True, check=True
+        ).stdout
 
     def screen(self) -> str:
         return self("capture-pane", "-p", "-t", "office")
@@ -52,15 +56,32 @@ class Tmux:
 @pytest.fixture
 def office_in_tmux() -> Iterator[tuple[ClaudeOffice, Tmux]]:
     root = Path(tempfile.mkdtemp(prefix="hive-tm-", dir="/tmp"))
-    office = make_claude_office(root, {
-        "jim": [turn(user_says("hello from tmux"), "Hello back from Jim, the scripted engineer.")],
-    })
+    office = make_claude_office(
+        root,
+        {
+            "jim": [
+                turn(user_says("hello from tmux"), "Hello back from Jim, the scripted engineer.")
+            ],
+        },
+    )
     tmux = Tmux(root)
     # TERM and TMUX come from tmux itself, as for a person's pane.
-    env = " ".join(f"{k}='{v}'" for k, v in office.env.items()
-                   if k.isidentifier() and k not in ("TERM", "TMUX", "TMUX_PANE"))
-    tmux("new-session", "-d", "-s", "office", "-x", "160", "-y", "48",
-         f"env {env} {BIN / 'hive-office'} --home {office.home}; sleep 30")
+    env = " ".join(
+        f"{k}='{v}'"
+        for k, v in office.env.items()
+        if k.isidentifier() and k not in ("TERM", "TMUX", "TMUX_PANE")
+    )
+    tmux(
+        "new-session",
+        "-d",
+        "-s",
+        "office",
+        "-x",
+        "160",
+        "-y",
+        "48",
+        f"env {env} {BIN / 'hive-office'} --home {office.home}; sleep 30",
+    )
     try:
         yield office, tmux
     finally:
@@ -81,8 +102,13 @@ def test_office_in_tmux(office_in_tmux: tuple[ClaudeOffice, Tmux]) -> None:
     app_pid = int(tmux("display", "-p", "-t", "office", "#{pane_pid}").strip())
     environ = Path(f"/proc/{app_pid}/environ").read_bytes().split(b"\0")
     assert b"TERM=tmux-256color" in environ
-    wait_for(lambda: all(office.registry().get(a, {}).get("status") == "idle" for a in ("michael", "jim")),
-             "both claude agents up", 90)
+    wait_for(
+        lambda: all(
+            office.registry().get(a, {}).get("status") == "idle" for a in ("michael", "jim")
+        ),
+        "both claude agents up",
+        90,
+    )
     tmux.wait_screen("1 Michael")
     # The agents see a plain xterm, not the person's tmux.
     agent_env = Path(f"/proc/{office.registry()['jim']['pid']}/environ").read_bytes().split(b"\0")
@@ -96,8 +122,11 @@ def test_office_in_tmux(office_in_tmux: tuple[ClaudeOffice, Tmux]) -> None:
     time.sleep(0.5)
     tmux("send-keys", "-t", "office", "Enter")
     office.models["jim"].wait_for(lambda r: r.turn == 0, 60)
-    screen = tmux.wait_screen("Hello back from Jim")
+    tmux.wait_screen("Hello back from Jim")
     assert office.models["jim"].scenario.done
     assert not office.models["michael"].main_requests, "the prompt went to Jim only"
     # The pane switch and the prompt went through the office: its hooks saw Jim's turn.
-    wait_for(lambda: any("UserPromptSubmit" in e["detail"] for e in office.log("jim")), "jim's turn in the log")
+    wait_for(
+        lambda: any("UserPromptSubmit" in e["detail"] for e in office.log("jim")),
+        "jim's turn in the log",
+    )

@@ -55,6 +55,9 @@ def cli(ctx: click.Context, home: str | None, demo: bool) -> None:
 
 
 def _open(paths: HivePaths) -> None:
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        _fail("the office on screen needs a terminal; run it in one (tmux and SSH are fine), "
+              "or use `hive-office serve` for the office without a screen.", code=2)
     if not paths.office_toml.exists() or not paths.hive.is_dir():
         try:
             created = init_office(paths)

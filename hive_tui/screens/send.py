@@ -25,7 +25,10 @@ class SendScreen(ModalScreen[Draft | None]):
     #body { height: 8; }
     #error { color: $error; height: auto; }
     """
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "cancel"), Binding("ctrl+s", "send", "send")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "cancel"),
+        Binding("ctrl+s", "send", "send"),
+    ]
 
     def __init__(self, roster: list[str], to: str) -> None:
         super().__init__()

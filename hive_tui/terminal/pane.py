@@ -1,7 +1,8 @@
 """TerminalPane: one agent's pty screen as a Textual widget that behaves like a tmux pane.
 
     pane = TerminalPane("jim", rows=24, cols=80)
-    pane.reserved = {"ctrl+right_square_bracket", "alt+1"}   # the app's keys pass through
+    pane.reserved = {"alt+1"}              # the app's keys pass through
+    pane.prefix = PrefixKey("ctrl+right_square_bracket")  # shared: the key after it is the app's
     pane.feed(chunk)                       # bytes read from the agent's pty
     on_terminal_pane_input(msg)            # msg.data: bytes to write to the pty
     on_terminal_pane_resized(msg)          # msg.rows, msg.cols: resize the pty
@@ -12,6 +13,8 @@ to repaint once per frame, and only the rows that changed.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from rich.color import Color as RichColor
 from rich.segment import Segment
@@ -67,6 +70,14 @@ def rich_style(attrs: Attrs) -> Style:
 CURSOR_STYLE = Style(reverse=True)
 
 
+@dataclass
+class PrefixKey:
+    """The app's prefix key and whether it was just pressed."""
+
+    key: str
+    armed: bool = False
+
+
 class TerminalPane(Widget):
     DEFAULT_CSS = """
     TerminalPane {
@@ -112,8 +123,8 @@ class TerminalPane(Widget):
         self.agent_id = agent_id
         self.emulator: Emulator = emulator or GhosttyEmulator(rows, cols)
         self.reserved: set[str] = set()
-        # While the app's prefix key is armed, the next key is the app's, whatever it is.
-        self.keys_held = False
+        # The app's prefix key, shared by every pane; None: no prefix.
+        self.prefix: PrefixKey | None = None
         # Lines scrolled back into history; 0 is the live screen.
         self.scroll_back = 0
         # Strips built since mount: a measure of how well the row cache works.
@@ -241,7 +252,18 @@ class TerminalPane(Widget):
         self.post_message(self.Input(self.agent_id, data))
 
     def on_key(self, event: events.Key) -> None:
-        if event.key in self.reserved or self.keys_held:
+        prefix = self.prefix
+        if prefix is not None:
+            if prefix.armed:
+                return  # the key after the prefix is the app's, whatever it is
+            if event.key == prefix.key:
+                # Armed here, in the same dispatch as the key: a key that follows in the
+                # same read must already see it.
+                prefix.armed = True
+                event.stop()
+                event.prevent_default()
+                return
+        if event.key in self.reserved:
             return
         page = self.size.height - 1
         if event.key in ("shift+pageup", "shift+pagedown") and not self.emulator.modes.alt_screen:

@@ -1,0 +1,136 @@
+"""The app as a person runs it, in a real pty (prints, never asserts).
+
+  first-frame  time from starting `hive-office` to the map being on screen (median of
+               runs), beside `python -c "import textual.app"` started the same way.
+  idle         CPU of the app process with 8 idle agents (interactive bash) over 60 s.
+
+Usage: .venv/bin/python bench/bench_app.py [first-frame|idle|all] [--runs N] [--seconds S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import select
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import ptyprocess
+
+BIN = Path(sys.executable).parent
+AGENTS = [f"a{n}" for n in range(8)]
+
+
+def make_home(root: Path) -> Path:
+    home = root / "home"
+    home.mkdir()
+    roster = '[office]\nmanager = "a0"\n' + "".join(
+        f'\n[[agents]]\nid = "{a}"\nname = "Agent {a}"\nprovider = "shell"\ncwd = "{root}"\n'
+        f'command = ["bash", "--norc", "--noprofile", "-i"]\n'
+        for a in AGENTS
+    )
+    (home / "office.toml").write_text(roster)
+    os.system(f"{BIN / 'hive-office'} init --home {home} > /dev/null")
+    return home
+
+
+def spawn(argv: list[str]) -> ptyprocess.PtyProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HIVE_", "TMUX"))}
+    env["TERM"] = "xterm-256color"
+    return ptyprocess.PtyProcess.spawn(argv, env=env, dimensions=(48, 160))
+
+
+def read_until(proc: ptyprocess.PtyProcess, needle: bytes, timeout: float) -> float:
+    start = time.perf_counter()
+    seen = b""
+    while needle not in seen:
+        if time.perf_counter() - start > timeout:
+            raise SystemExit(f"no {needle!r} within {timeout} s")
+        try:
+            seen = seen[-4096:] + proc.read(65536)
+        except EOFError:
+            raise SystemExit("the app exited") from None
+    return time.perf_counter() - start
+
+
+def quit_app(proc: ptyprocess.PtyProcess) -> None:
+    proc.write(b"\x1d")
+    time.sleep(0.2)
+    proc.write(b"q")
+    deadline = time.monotonic() + 30
+    while proc.isalive() and time.monotonic() < deadline:
+        if select.select([proc.fd], [], [], 0.2)[0]:
+            try:
+                proc.read(65536)
+            except EOFError:
+                break
+    proc.terminate(force=True)
+
+
+def bench_first_frame(runs: int) -> None:
+    app_s: list[float] = []
+    ref_s: list[float] = []
+    with tempfile.TemporaryDirectory(dir="/tmp") as d:
+        home = make_home(Path(d))
+        for _ in range(runs):
+            ref = spawn([sys.executable, "-c", "import textual.app; print('imported')"])
+            ref_s.append(read_until(ref, b"imported", 30))
+            ref.terminate(force=True)
+            proc = spawn([str(BIN / "hive-office"), "--home", str(home)])
+            app_s.append(read_until(proc, b"Manager", 30))
+            quit_app(proc)
+    app, ref = statistics.median(app_s), statistics.median(ref_s)
+    print(
+        f"first frame: hive-office -> map on screen, {runs} runs: median {app * 1000:.0f} ms, "
+        f"max {max(app_s) * 1000:.0f} ms (target <= 1500 ms); `import textual.app` alone: "
+        f"{ref * 1000:.0f} ms ({app / ref:.1f}x)"
+    )
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def bench_idle(seconds: float) -> None:
+    with tempfile.TemporaryDirectory(dir="/tmp") as d:
+        home = make_home(Path(d))
+        proc = spawn([str(BIN / "hive-office"), "--home", str(home)])
+        read_until(proc, b"Manager", 30)
+        time.sleep(5)  # agents started, prompts drawn
+        c0, t0 = cpu_seconds(proc.pid), time.monotonic()
+        end = t0 + seconds
+        while (left := end - time.monotonic()) > 0:  # keep the pty drained, as a terminal would
+            ready, _, _ = select.select([proc.fd], [], [], left)
+            if ready:
+                try:
+                    proc.read(65536)
+                except EOFError:
+                    break
+        c1, t1 = cpu_seconds(proc.pid), time.monotonic()
+        quit_app(proc)
+    print(
+        f"idle: the app with {len(AGENTS)} idle agents used {100 * (c1 - c0) / (t1 - t0):.2f}% of one core "
+        f"over {t1 - t0:.0f} s (target <= 2%)"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("which", nargs="?", default="all", choices=["first-frame", "idle", "all"])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--seconds", type=float, default=60)
+    args = parser.parse_args()
+    if args.which in ("first-frame", "all"):
+        bench_first_frame(args.runs)
+    if args.which in ("idle", "all"):
+        bench_idle(args.seconds)
+
+
+if __name__ == "__main__":
+    main()
