@@ -72,6 +72,7 @@ class Supervisor:
         self.sinks: list[OutputSink] = []
         self._started_at: dict[str, float] = {}
         self.size = DEFAULT_SIZE
+        self.sizes: dict[str, tuple[int, int]] = {}
         # The loop keeps only weak references to tasks; these must not vanish mid-way.
         self._tasks: set[asyncio.Task[object]] = set()
 
@@ -124,7 +125,7 @@ class Supervisor:
         atomic_write(mailbox.identity, identity_text(state.spec, self.config).encode())
         launch = self.providers[state.spec.provider].prepare(ctx)
         launch.cwd.mkdir(parents=True, exist_ok=True)
-        rows, cols = self.size
+        rows, cols = self.sizes.get(agent_id, self.size)
         session = PtySession.spawn(
             launch.argv, env=launch.env, cwd=launch.cwd, rows=rows, cols=cols
         )
@@ -160,8 +161,12 @@ class Supervisor:
             session.write(data)
 
     def resize(self, rows: int, cols: int, agent_id: str | None = None) -> None:
+        """Resize one agent's terminal (or all); remembered for an agent not started yet."""
         if agent_id is None:
             self.size = (rows, cols)
+            self.sizes.clear()
+        else:
+            self.sizes[agent_id] = (rows, cols)
         for aid, session in self.sessions.items():
             if (agent_id is None or aid == agent_id) and session.alive:
                 session.resize(rows, cols)
