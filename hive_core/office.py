@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import hmac
 import os
 import socket
 from collections.abc import Callable, Iterator

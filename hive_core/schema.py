@@ -211,7 +211,7 @@ class HookReply(msgspec.Struct, kw_only=True):
 
 # --- the control socket (`hive-office type/pause/resume` <-> a running office) ----------
 
-ControlCommand = Literal["type", "pause", "resume", "status"]
+ControlCommand = Literal["type", "pause", "resume", "status", "whoami"]
 
 
 class ControlRequest(msgspec.Struct, kw_only=True):
@@ -219,6 +219,8 @@ class ControlRequest(msgspec.Struct, kw_only=True):
     agent: str | None = None
     text: str = ""
     enter: bool = True
+    # whoami: the secret the caller's environment holds (HIVE_SECRET).
+    secret: str | None = None
 
 
 class ControlReply(msgspec.Struct, kw_only=True):
