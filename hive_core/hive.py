@@ -37,10 +37,8 @@ The shared plan. The manager keeps it; everyone reads it with `hive board`.
 """
 
 
-def protocol_text() -> str:
-    return (importlib.resources.files("hive_core") / "templates" / "PROTOCOL.md").read_text(
-        encoding="utf-8"
-    )
+def template(name: str) -> str:
+    return (importlib.resources.files("hive_core") / "templates" / name).read_text(encoding="utf-8")
 
 
 def write_if_missing(path: Path, data: bytes) -> bool:
@@ -117,7 +115,8 @@ def init_office(paths: HivePaths) -> list[str]:
 
     note(paths.hive / ".git", ensure_repo(paths.hive))
     note(paths.gitignore, write_if_missing(paths.gitignore, GITIGNORE.encode()))
-    note(paths.protocol, write_if_missing(paths.protocol, protocol_text().encode()))
+    note(paths.protocol, write_if_missing(paths.protocol, template("PROTOCOL.md").encode()))
+    note(paths.manager_policy, write_if_missing(paths.manager_policy, template("MANAGER.md").encode()))
     note(paths.board, write_if_missing(paths.board, BOARD.encode()))
     note(
         paths.tasks,

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
-import hmac
 import os
 import socket
 from collections.abc import Callable, Iterator
@@ -34,6 +33,7 @@ from hive_core.paths import HivePaths
 from hive_core.routing.decide import Floor
 from hive_core.routing.router import WRITE_GRACE_S, Router, RouteStats
 from hive_core.schema import HUMAN, ControlReply, ControlRequest, LogEvent, OfficeConfig, Registry
+from hive_core.standup import FIRST_PROMPT, standup_message
 
 # The sweep only catches what the watcher and the kicks missed, so it can be slow.
 SWEEP_INTERVAL_S = 10.0
@@ -232,7 +232,13 @@ class Office:
         ]
         try:
             if self.with_agents:
-                await self.supervisor.start_all()
+                manager = self.config.office.manager
+                first: dict[str, str] = {}
+                if manager in self.states and not self.states[manager].spec.send_only:
+                    team = [s.entry() for s in self.states.values()]
+                    self.router.post(manager, standup_message(self.paths, self.config, team))
+                    first[manager] = FIRST_PROMPT
+                await self.supervisor.start_all(first)
             await stop.wait()
         finally:
             self._wake.set()

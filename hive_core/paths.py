@@ -68,6 +68,11 @@ class HivePaths:
         return self.hive / "PROTOCOL.md"
 
     @property
+    def manager_policy(self) -> Path:
+        """The manager's duties and escalation policy, editable by the person."""
+        return self.hive / "MANAGER.md"
+
+    @property
     def registry(self) -> Path:
         return self.hive / "registry.json"
 

@@ -273,3 +273,18 @@ def test_killing_the_office_leaves_no_orphans(start_floor: Callable[..., Floor])
     floor.proc.send_signal(signal.SIGKILL)
     floor.proc.wait()
     wait_for(lambda: not floor.agent_pids(), f"agent processes {pids} to go", timeout=15)
+
+
+# --- the manager's first turn ----------------------------------------------------------
+
+
+def test_manager_gets_the_standup_as_its_first_turn(start_floor: Callable[..., Floor]) -> None:
+    floor = start_floor({})
+    first = floor.models["michael"].wait_for(lambda r: r.kind == "main", 30)
+    assert "The office just opened" in texts_of(first)
+    [standup] = [m for m in floor.inbox("michael") if m["id"].endswith("-standup")] or [
+        json.loads(p.read_text()) for p in (floor.home / "hive/agents/michael/inbox/.done").glob("*-standup.json")
+    ]
+    assert standup["from"] == "router" and "- jim (Jim, Engineer)" in standup["body"]
+    assert "Open tasks:" in standup["body"] and "Triage waiting" in standup["body"]
+    assert not floor.models["jim"].main_requests, "only the manager is given a first turn"

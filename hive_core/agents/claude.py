@@ -100,6 +100,8 @@ class ClaudeProvider:
         argv += ["--resume", ctx.session_id] if ctx.resume else ["--session-id", ctx.session_id]
         if ctx.agent.model:
             argv += ["--model", ctx.agent.model]
+        if ctx.first_prompt:
+            argv += ["--", ctx.first_prompt]
         return Launch(argv=argv, env=env, cwd=agent_cwd(ctx.agent))
 
     def canonical(self, raw: dict[str, Any]) -> CanonicalEvent | None:

@@ -56,9 +56,17 @@ def identity_text(agent: AgentSpec, config: OfficeConfig) -> str:
 
 def system_prompt(agent: AgentSpec, config: OfficeConfig, paths: HivePaths) -> str:
     folder = paths.mailbox(agent.id).root
-    return (
+    prompt = (
         identity_text(agent, config)
         + "\n"
         + PROTOCOL_DIGEST.format(protocol=paths.protocol, folder=f"{folder}/")
         + f"\nYour long-term memory index is {paths.mailbox(agent.id).memory}; read it when you start.\n"
     )
+    if agent.id == config.office.manager:
+        # The policy is the person's to edit (hive/MANAGER.md), so it is read at every start.
+        try:
+            policy = paths.manager_policy.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            policy = ""
+        prompt += f"\n{policy}" if policy else ""
+    return prompt

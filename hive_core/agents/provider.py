@@ -82,6 +82,8 @@ class LaunchContext:
     hook_command: list[str]  # argv that runs cth-hook (absolute paths)
     path_prepend: list[str]  # folders to put first on PATH so `hive` and `cth-hook` resolve
     base_env: dict[str, str]  # the environment to start from (TMUX and friends removed)
+    # The first turn, given to the CLI as its initial prompt (never typed into the pane).
+    first_prompt: str | None = None
 
 
 @dataclass(frozen=True)

@@ -91,14 +91,14 @@ class Supervisor:
             return f"`{program}` is not installed. {provider.install_hint()}"
         return None
 
-    async def start_all(self) -> None:
+    async def start_all(self, first_prompts: Mapping[str, str] | None = None) -> None:
         """The manager first (it gets the first turn), then the rest in roster order."""
         order = sorted(self.states.values(), key=lambda s: not s.manager)
         for state in order:
-            if not state.spec.archived and not state.spec.send_only:
-                await self.start(state.id)
+            if state.status != "archived" and not state.spec.archived and not state.spec.send_only:
+                await self.start(state.id, first_prompt=(first_prompts or {}).get(state.id))
 
-    async def start(self, agent_id: str, *, fresh: bool = False) -> bool:
+    async def start(self, agent_id: str, *, fresh: bool = False, first_prompt: str | None = None) -> bool:
         state = self.states[agent_id]
         if agent_id in self.sessions and self.sessions[agent_id].alive:
             return True
@@ -120,6 +120,7 @@ class Supervisor:
             hook_command=hook_command(),
             path_prepend=tool_path(),
             base_env={k: v for k, v in os.environ.items() if not k.startswith("HIVE_")},
+            first_prompt=first_prompt,
         )
         mailbox = self.paths.mailbox(agent_id)
         atomic_write(mailbox.identity, identity_text(state.spec, self.config).encode())

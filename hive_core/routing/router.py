@@ -160,6 +160,19 @@ class Router:
         self._report(stats)
         return stats
 
+    def post(self, recipient: str, message: Message) -> None:
+        """Deliver a message the office itself writes (a standup, a notice): straight into
+        the inbox, logged like routed mail."""
+        box = self.paths.mailbox(recipient)
+        box.inbox.mkdir(parents=True, exist_ok=True)
+        target = box.inbox / f"{message.id}.json"
+        atomic_write(target, _encode(message), fsync=self.fsync)
+        event = LogEvent(ts=message.created_at, kind="office", msg=message.id, sender=message.sender,
+                         to=recipient, recipients=[recipient], act=message.act, subject=message.subject)
+        append_line(self.paths.log, _encode(event))
+        stats = RouteStats(touched={target}, notes=[("office", recipient)], routes=[(message.sender, [recipient])])
+        self._report(stats)
+
     # --- claiming -------------------------------------------------------------------
 
     def _scan(self, who: str, stats: RouteStats) -> None:
