@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import hmac
 import os
 import socket
 from collections.abc import Callable, Iterator
@@ -29,10 +30,21 @@ from hive_core.events.plane import EventPlane
 from hive_core.events.server import HookServer
 from hive_core.hive import ensure_mailbox, read_registry, write_registry
 from hive_core.ids import utc_now_iso
+from hive_core.mail import find_message, mark_done, write_draft
 from hive_core.paths import HivePaths
 from hive_core.routing.decide import Floor
 from hive_core.routing.router import WRITE_GRACE_S, Router, RouteStats
-from hive_core.schema import HUMAN, ControlReply, ControlRequest, LogEvent, OfficeConfig, Registry
+from hive_core.schema import (
+    HUMAN,
+    SUBJECT_MAX,
+    ControlReply,
+    ControlRequest,
+    Draft,
+    LogEvent,
+    Message,
+    OfficeConfig,
+    Registry,
+)
 from hive_core.standup import FIRST_PROMPT, standup_message
 
 # The sweep only catches what the watcher and the kicks missed, so it can be slow.
@@ -161,11 +173,70 @@ class Office:
             self.supervisor.write(agent_id, b"\r")
 
     def set_paused(self, agent_id: str, paused: bool) -> None:
+        """Pause: every tool call is refused and mail is not forced on it. Resume also
+        lifts a halt."""
         state = self.states[agent_id]
-        if state.paused != paused:
+        if state.paused != paused or (not paused and state.halted):
             state.paused = paused
+            if not paused:
+                state.halted = False
             self._agent_log(agent_id, "paused by the person" if paused else "resumed by the person")
             self._agent_changed(state)
+
+    def halt(self, agent_id: str) -> None:
+        """Stop the agent at its next hook: its next tool call is refused with an order
+        to stop, and its turn ends without being kept going."""
+        state = self.states[agent_id]
+        if not state.halted:
+            state.halted = True
+            self._agent_log(agent_id, "halted by the person")
+            self._agent_changed(state)
+
+    async def archive(self, agent_id: str) -> None:
+        """Take an agent off the floor: its CLI stops, mail to it bounces to the manager."""
+        state = self.states[agent_id]
+        session = self.supervisor.sessions.get(agent_id)
+        if session is not None:
+            await session.terminate()
+        state.status = "archived"
+        self._refloor()
+        self._agent_log(agent_id, "archived by the person")
+        self._agent_changed(state)
+
+    async def spawn(self, agent_id: str) -> bool:
+        """Start an agent that is not running (an archived one comes back to the floor)."""
+        state = self.states[agent_id]
+        if state.status == "archived":
+            state.status = "offline"
+            self._refloor()
+        started = await self.supervisor.start(agent_id)
+        self._agent_log(agent_id, "started by the person" if started else "could not be started")
+        return started
+
+    def _refloor(self) -> None:
+        archived = frozenset(s.id for s in self.states.values() if s.status == "archived")
+        self.router.floor = Floor.from_config(self.config, archived)
+
+    def answer(self, message: Message, text: str) -> None:
+        """The person's answer to an escalation: recorded on the task's open question
+        (if the message is about a task) and sent to the manager."""
+        manager = self.config.office.manager
+        human = self.paths.mailbox(HUMAN)
+        in_human_inbox = find_message(human, message.id) is not None
+        if message.task:
+            from hive_core.tasks import record_answer
+
+            record_answer(self.paths, message.task, text)
+        quote = "" if in_human_inbox else f"\n\n(about {message.id} from {message.sender}: {message.subject})"
+        draft = Draft(
+            to=manager, act="inform", subject=f"Answer: {message.subject or message.act}"[:SUBJECT_MAX],
+            body=text + quote, task=message.task,
+            # Only a message the person received can be replied to (the router checks).
+            in_reply_to=message.id if in_human_inbox else None,
+        )
+        write_draft(human, draft)
+        mark_done(human, message.id)
+        self._request_scan(HUMAN)
 
     async def _control(self, req: ControlRequest) -> ControlReply:
         if req.cmd == "status":
@@ -180,6 +251,15 @@ class Office:
             return ControlReply(
                 ok=False, error=f"no agent {req.agent!r} on the roster; see `hive roster`."
             )
+        if req.cmd == "whoami":
+            # A process claiming to be an agent proves it with that agent's current secret.
+            if state.secret and req.secret and hmac.compare_digest(state.secret, req.secret):
+                return ControlReply(ok=True, detail=state.id)
+            return ControlReply(
+                ok=False,
+                error=f"this process cannot prove it is {state.id}: its HIVE_SECRET is not the "
+                "one the office gave that agent.",
+            )
         if req.cmd == "type":
             if (
                 req.agent not in self.supervisor.sessions
@@ -191,7 +271,15 @@ class Office:
                 return ControlReply(ok=False, error=f"cannot type into {state.id}: {why}")
             await self.type_into(state.id, req.text, enter=req.enter)
             return ControlReply(ok=True)
-        self.set_paused(state.id, req.cmd == "pause")
+        if req.cmd == "halt":
+            self.halt(state.id)
+        elif req.cmd == "archive":
+            await self.archive(state.id)
+        elif req.cmd == "spawn":
+            if not await self.spawn(state.id):
+                return ControlReply(ok=False, error=f"{state.id} could not start: {state.missing or 'see hive log'}")
+        else:
+            self.set_paused(state.id, req.cmd == "pause")
         return ControlReply(ok=True)
 
     # --- start-up -------------------------------------------------------------------

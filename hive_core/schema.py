@@ -211,7 +211,7 @@ class HookReply(msgspec.Struct, kw_only=True):
 
 # --- the control socket (`hive-office type/pause/resume` <-> a running office) ----------
 
-ControlCommand = Literal["type", "pause", "resume", "status", "whoami"]
+ControlCommand = Literal["type", "pause", "resume", "halt", "archive", "spawn", "status", "whoami"]
 
 
 class ControlRequest(msgspec.Struct, kw_only=True):

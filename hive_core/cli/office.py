@@ -213,6 +213,36 @@ def resume(ctx: click.Context, home: str | None, agent: str) -> None:
     click.echo(f"{agent} is resumed.")
 
 
+@cli.command()
+@click.option("--home", metavar="DIR", help=HOME_HELP)
+@click.argument("agent")
+@click.pass_context
+def halt(ctx: click.Context, home: str | None, agent: str) -> None:
+    """Halt AGENT: it stops at its next hook (`resume` lets it go on)."""
+    _control(home or ctx.obj["home"], ControlRequest(cmd="halt", agent=agent))
+    click.echo(f"{agent} will stop at its next hook.")
+
+
+@cli.command()
+@click.option("--home", metavar="DIR", help=HOME_HELP)
+@click.argument("agent")
+@click.pass_context
+def archive(ctx: click.Context, home: str | None, agent: str) -> None:
+    """Archive AGENT: its CLI stops and mail to it goes to the manager (`spawn` brings it back)."""
+    _control(home or ctx.obj["home"], ControlRequest(cmd="archive", agent=agent))
+    click.echo(f"{agent} is archived.")
+
+
+@cli.command()
+@click.option("--home", metavar="DIR", help=HOME_HELP)
+@click.argument("agent")
+@click.pass_context
+def spawn(ctx: click.Context, home: str | None, agent: str) -> None:
+    """Start AGENT if it is not running (an archived agent comes back to the floor)."""
+    _control(home or ctx.obj["home"], ControlRequest(cmd="spawn", agent=agent))
+    click.echo(f"{agent} is starting.")
+
+
 def main() -> None:
     cli(prog_name="hive-office")
 
