@@ -20,6 +20,7 @@ from pathlib import Path
 import msgspec
 from watchfiles import Change, awatch
 
+from hive_core import tasks
 from hive_core.agents.providers import providers
 from hive_core.agents.state import AgentState
 from hive_core.agents.supervisor import Supervisor
@@ -29,13 +30,14 @@ from hive_core.control import ControlServer
 from hive_core.events.plane import EventPlane
 from hive_core.events.server import HookServer
 from hive_core.hive import ensure_mailbox, read_registry, write_registry
-from hive_core.ids import utc_now_iso
+from hive_core.ids import created_at_of, new_message_id, utc_now_iso
 from hive_core.mail import find_message, mark_done, write_draft
 from hive_core.paths import HivePaths
 from hive_core.routing.decide import Floor
 from hive_core.routing.router import WRITE_GRACE_S, Router, RouteStats
 from hive_core.schema import (
     HUMAN,
+    ROUTER,
     SUBJECT_MAX,
     ControlReply,
     ControlRequest,
@@ -46,6 +48,7 @@ from hive_core.schema import (
     Registry,
 )
 from hive_core.standup import FIRST_PROMPT, standup_message
+from hive_core.wake import WakeView, Watchdog
 
 # The sweep only catches what the watcher and the kicks missed, so it can be slow.
 SWEEP_INTERVAL_S = 10.0
@@ -155,10 +158,76 @@ class Office:
             log=self._agent_log,
         )
         self.control = ControlServer(paths.control_socket, self._control)
+        self.watchdog = Watchdog(
+            self._wake_views,
+            send_nudge=self._nudge,
+            tell_manager_once=self._tell_manager,
+            show_title=self._mail_title,
+            log=self._agent_log,
+        )
+        self.plane.on_event.append(self._event_seen)
         self.listeners = Listeners()
         self._kicked: set[str] = set()
         self._wake = asyncio.Event()
         self._registry_dirty = asyncio.Event()
+
+    # --- the wake path ---------------------------------------------------------------
+
+    def _wake_views(self) -> list[WakeView]:
+        views = []
+        for state in self.states.values():
+            if state.status == "archived" or state.spec.send_only:
+                continue
+            views.append(
+                WakeView(
+                    id=state.id,
+                    status=state.status,
+                    quiet_for=self.supervisor.quiet_for(state.id),
+                    hookless=self.providers[state.spec.provider].hookless,
+                    manager=state.manager,
+                    paused=state.paused,
+                    halted=state.halted,
+                    typed_ago=state.typed_ago(),
+                    unread=tuple(self.plane.unread(state.id)),
+                    announced=frozenset(state.told_in_turn),
+                )
+            )
+        return views
+
+    def _nudge(self, agent_id: str, text: str) -> None:
+        """Type the nudge as a paste, then Enter on its own; not marked as the person's
+        typing (that would hold the Stop drain back)."""
+        self.supervisor.write(agent_id, PASTE_START + text.encode() + PASTE_END)
+        asyncio.get_running_loop().call_later(ENTER_DELAY_S, self.supervisor.write, agent_id, b"\r")
+
+    def _tell_manager(self, agent_id: str, text: str) -> None:
+        manager = self.config.office.manager
+        notice_id = f"{new_message_id()}-hookless"
+        self.router.post(
+            manager,
+            Message(
+                id=notice_id,
+                conversation=notice_id,
+                in_reply_to=None,
+                sender=ROUTER,
+                to=manager,
+                act="inform",
+                subject=f"{agent_id} cannot read its mail by itself"[:SUBJECT_MAX],
+                body=text,
+                created_at=created_at_of(notice_id),
+            ),
+        )
+
+    def _mail_title(self, agent_id: str, text: str | None) -> None:
+        state = self.states[agent_id]
+        state.mail_title = text
+        self._agent_changed(state)
+
+    def _event_seen(self, agent_id: str, event_name: str) -> None:
+        if event_name == "UserPromptSubmit":
+            self.watchdog.confirmed(agent_id)
+        elif event_name in ("Stop", "SessionStart"):
+            self.watchdog.poke()
 
     # --- what the person can do (the app's keys, `hive-office type/pause/resume`) ------
 
@@ -213,6 +282,21 @@ class Office:
         self._agent_log(agent_id, "started by the person" if started else "could not be started")
         return started
 
+    def _record_answer(self, task_id: str, text: str) -> None:
+        """The answer goes on the task's oldest open question; a task without one (or
+        gone) still gets the answer by mail."""
+        with tasks.locked(self.paths):
+            try:
+                ledger = tasks.load_ledger(self.paths.tasks)
+                ledger, _task = tasks.answer_question(ledger, task_id, text, now=utc_now_iso())
+            except tasks.LedgerError as e:
+                self._agent_log(
+                    self.config.office.manager, f"answer not recorded on {task_id}: {e}"
+                )
+                return
+            tasks.save_ledger(self.paths.tasks, ledger)
+        self.committer.touch(self.paths.tasks)
+
     def _refloor(self) -> None:
         archived = frozenset(s.id for s in self.states.values() if s.status == "archived")
         self.router.floor = Floor.from_config(self.config, archived)
@@ -224,13 +308,18 @@ class Office:
         human = self.paths.mailbox(HUMAN)
         in_human_inbox = find_message(human, message.id) is not None
         if message.task:
-            from hive_core.tasks import record_answer
-
-            record_answer(self.paths, message.task, text)
-        quote = "" if in_human_inbox else f"\n\n(about {message.id} from {message.sender}: {message.subject})"
+            self._record_answer(message.task, text)
+        quote = (
+            ""
+            if in_human_inbox
+            else f"\n\n(about {message.id} from {message.sender}: {message.subject})"
+        )
         draft = Draft(
-            to=manager, act="inform", subject=f"Answer: {message.subject or message.act}"[:SUBJECT_MAX],
-            body=text + quote, task=message.task,
+            to=manager,
+            act="inform",
+            subject=f"Answer: {message.subject or message.act}"[:SUBJECT_MAX],
+            body=text + quote,
+            task=message.task,
             # Only a message the person received can be replied to (the router checks).
             in_reply_to=message.id if in_human_inbox else None,
         )
@@ -277,7 +366,9 @@ class Office:
             await self.archive(state.id)
         elif req.cmd == "spawn":
             if not await self.spawn(state.id):
-                return ControlReply(ok=False, error=f"{state.id} could not start: {state.missing or 'see hive log'}")
+                return ControlReply(
+                    ok=False, error=f"{state.id} could not start: {state.missing or 'see hive log'}"
+                )
         else:
             self.set_paused(state.id, req.cmd == "pause")
         return ControlReply(ok=True)
@@ -317,6 +408,7 @@ class Office:
             asyncio.create_task(self._watch(stop), name="watch"),
             asyncio.create_task(self._route_loop(stop), name="route"),
             asyncio.create_task(self._registry_loop(stop), name="registry"),
+            asyncio.create_task(self.watchdog.run(stop), name="wake"),
         ]
         try:
             if self.with_agents:
@@ -440,6 +532,8 @@ class Office:
         for sender, recipients in stats.routes:
             for listener in self.listeners.routed:
                 listener(sender, recipients)
+        if stats.routes:
+            self.watchdog.poke()
 
 
 def _owner(paths: HivePaths, path: Path) -> str | None:

@@ -200,8 +200,8 @@ def _hookless(view: WakeView, memory: WakeMemory) -> WakeDecision:
 
 def nudge_text(unread: Sequence[MailItem]) -> str:
     """One line, at most NUDGE_MAX_CHARS: what is waiting and what to run."""
-    tail = " Run hive inbox."
-    return f"You have {_summary(unread, NUDGE_MAX_CHARS - len(tail) - 1)}.{tail}"
+    head, tail = "You have ", ". Run hive inbox."
+    return head + _summary(unread, NUDGE_MAX_CHARS - len(head) - len(tail)) + tail
 
 
 def _summary(unread: Sequence[MailItem], limit: int) -> str:
@@ -209,7 +209,8 @@ def _summary(unread: Sequence[MailItem], limit: int) -> str:
     count = len(unread)
     head = f"{count} unread message{'s' if count != 1 else ''}"
     # Printable only: this text is pasted into a terminal.
-    senders = list(dict.fromkeys("".join(c for c in m.sender if c.isprintable()) for m in unread))
+    names = ("".join(c for c in m.sender if c.isprintable()) for m in unread)
+    senders = [name for name in dict.fromkeys(names) if name]
     for shown in range(len(senders), 0, -1):
         more = f" and {len(senders) - shown} more" if shown < len(senders) else ""
         text = f"{head} (from {', '.join(senders[:shown])}{more})"
@@ -261,7 +262,6 @@ class Watchdog:
         self.show_title = show_title
         self.log = log
         self.memory: dict[str, WakeMemory] = {}
-        self.last: dict[str, WakeDecision] = {}
         self.stats = WakeStats()
         self._poked = asyncio.Event()
         self._pending = False
@@ -285,7 +285,6 @@ class Watchdog:
             before = self.memory.get(view.id, WakeMemory())
             decision = decide_wake(view, before, now)
             self.memory[view.id] = decision.memory
-            self.last[view.id] = decision
             pending = pending or decision.memory.open or decision.hold is not None
             # One agent's failing effect must not stop the others from being woken.
             try:

@@ -26,13 +26,14 @@ from hive_core.agents.state import AgentState
 from hive_core.kick import kick
 from hive_core.mail import iter_inbox, message_files, write_draft
 from hive_core.office import Office
-from hive_core.schema import HUMAN, Draft, Ledger, LogEvent
+from hive_core.schema import HUMAN, Draft, Ledger, LogEvent, Message
 from hive_tui.map.widget import OfficeMap
 from hive_tui.messages import AgentInfo
 from hive_tui.panels.board import BoardPanel
 from hive_tui.panels.inbox import InboxPanel
 from hive_tui.panels.log import LogPanel
 from hive_tui.panels.tasks import TasksPanel
+from hive_tui.screens.answer import AnswerScreen
 from hive_tui.screens.help import HelpScreen
 from hive_tui.screens.send import SendScreen
 from hive_tui.terminal.keys import encode_key
@@ -52,6 +53,9 @@ PREFIX_COMMANDS: dict[str, tuple[str, str]] = {
     "m": ("map", "focus the office map (arrows + Enter pick an agent)"),
     "s": ("send", "send a message to an agent"),
     "x": ("pause", "pause / resume the focused agent"),
+    "h": ("halt", "halt the focused agent at its next hook (x resumes)"),
+    "r": ("spawn", "start the focused agent if it is not running"),
+    "a": ("archive", "archive the focused agent (its CLI stops; r brings it back)"),
     "?": ("help", "show all keys"),
     "q": ("quit", "quit (stops the agents, commits, exits)"),
 }
@@ -124,6 +128,8 @@ class HiveApp(App[None], inherit_bindings=False):
         self._stop = asyncio.Event()
         self._log_offset = 0
         self.unread: dict[str, int] = {}
+        # What the Inbox tab shows: the person's mail and the manager's needs_human mail.
+        self.escalations: dict[str, Message] = {}
         # For when a pane does not have the focus (the map, a panel); a pane arms it itself.
         self.bind(self.prefix, "prefix", description="prefix", show=False)
 
@@ -161,7 +167,7 @@ class HiveApp(App[None], inherit_bindings=False):
     def _keys_line(self) -> str:
         return (
             f" {self.prefix_label} then: 1-9 agent · n/p next/prev · z zoom · g grid · "
-            "b/t/l/i panels · s send · x pause · ? help · q quit   alt+1..9 agent"
+            "b/t/l/i panels · s send · x pause · h halt · ? help · q quit   alt+1..9 agent"
         )
 
     async def on_mount(self) -> None:
@@ -313,6 +319,19 @@ class HiveApp(App[None], inherit_bindings=False):
     def _resized(self, message: TerminalPane.Resized) -> None:
         self.office.supervisor.resize(message.rows, message.cols, message.agent_id)
 
+    @on(InboxPanel.Open)
+    def _open_mail(self, event: InboxPanel.Open) -> None:
+        message = self.escalations.get(event.message_id)
+        if message is None:
+            return
+
+        def answered(text: str | None) -> None:
+            if text:
+                self.office.answer(message, text)
+                self.notify("Your answer is on its way to the manager.")
+
+        self.push_screen(AnswerScreen(message), answered)
+
     @on(OfficeMap.AgentSelected)
     def _picked(self, message: OfficeMap.AgentSelected) -> None:
         self.focus_agent(message.agent_id)
@@ -397,6 +416,14 @@ class HiveApp(App[None], inherit_bindings=False):
             state = self.office.states[self.focused_agent]
             self.office.set_paused(state.id, not state.paused)
             self.notify(f"{state.spec.name} is {'paused' if state.paused else 'resumed'}.")
+        elif command == "halt":
+            self.office.halt(self.focused_agent)
+            self.notify(f"{self.focused_agent} stops at its next hook; x resumes it.")
+        elif command == "spawn":
+            self.run_worker(self.office.spawn(self.focused_agent))
+        elif command == "archive":
+            self.run_worker(self.office.archive(self.focused_agent))
+            self.notify(f"{self.focused_agent} is archived; r brings it back.")
         elif command == "help":
             self.push_screen(HelpScreen(PREFIX_COMMANDS, self.prefix_label))
         elif command == "quit":
@@ -416,7 +443,9 @@ class HiveApp(App[None], inherit_bindings=False):
         if state.paused:
             bits.append("paused")
         unread = self.unread.get(agent_id, 0)
-        if unread:
+        if state.mail_title:
+            bits.append(f"✉ {state.mail_title}")  # a hookless agent: it cannot drain by itself
+        elif unread:
             bits.append(f"✉ {unread}")
         return " · ".join(bits)
 

@@ -38,8 +38,9 @@ from hive_core.schema import AgentSpec
 # Seconds claude waits for one hook before giving up on it; the shim's own deadline is
 # shorter, so this only matters if the shim itself is stuck.
 HOOK_TIMEOUT_S = 10
-# The `hive` CLI is how agents coordinate; it must never wait on a permission prompt.
-ALLOW_RULES = ["Bash(hive:*)"]
+# The `hive` CLI and its MCP tools are how agents coordinate; they must never wait on a
+# permission prompt. `mcp__hive` allows every tool of the server named hive (2.1.197).
+ALLOW_RULES = ["Bash(hive:*)", "mcp__hive"]
 
 
 class _Command(msgspec.Struct):
@@ -62,6 +63,24 @@ class ClaudeSettings(msgspec.Struct):
 
     hooks: dict[str, list[_Matcher]]
     permissions: _Permissions
+
+
+class _McpServer(msgspec.Struct):
+    command: str
+    args: list[str]
+    type: str = "stdio"
+
+
+class McpConfig(msgspec.Struct):
+    """An `--mcp-config` file: `hive mcp` as the server named hive. Claude 2.1.197 ignores
+    mcpServers in a --settings file. No env here: the server inherits the agent's
+    HIVE_AGENT_ID and HIVE_SECRET from claude, and the secret never touches the disk."""
+
+    mcpServers: dict[str, _McpServer]
+
+
+def mcp_config_for(hive_executable: str) -> McpConfig:
+    return McpConfig(mcpServers={"hive": _McpServer(command=hive_executable, args=["mcp"])})
 
 
 def settings_for(hook_command: list[str]) -> ClaudeSettings:
@@ -93,9 +112,15 @@ class ClaudeProvider:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, msgspec.json.format(msgspec.json.encode(settings_for(ctx.hook_command))))
         env = office_env(ctx)
+        mcp = ctx.paths.agent_settings / f"{ctx.agent.id}.mcp.json"
+        hive = shutil.which("hive", path=env["PATH"]) or "hive"
+        atomic_write(mcp, msgspec.json.format(msgspec.json.encode(mcp_config_for(hive))))
         program = ctx.agent.command or [self.executable(ctx.agent)]
         resolved = shutil.which(program[0], path=env["PATH"]) or program[0]
         argv = [resolved, *program[1:], "--settings", str(path)]
+        # `--mcp-config` takes several values: the `=` form keeps it from swallowing the
+        # next argument. Without --strict-mcp-config the user's own servers still load.
+        argv += [f"--mcp-config={mcp}"]
         argv += ["--append-system-prompt", ctx.system_prompt]
         argv += ["--resume", ctx.session_id] if ctx.resume else ["--session-id", ctx.session_id]
         if ctx.agent.model:

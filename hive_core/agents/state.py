@@ -26,6 +26,11 @@ class AgentState:
     stop_blocks: int = 0
     # Message ids this session has already been told about (digests never repeat them).
     announced: set[str] = field(default_factory=set)
+    # Of those, the ones told inside a turn (not just listed at SessionStart): the wake
+    # path leaves these alone, since the agent was told while it could act.
+    told_in_turn: set[str] = field(default_factory=set)
+    # A hookless agent's unread summary, for its pane title (None: nothing to show).
+    mail_title: str | None = None
     typed_at: float | None = None  # time.monotonic() of the person's last keystroke
     missing: str | None = None  # why the CLI could not start (not installed, ...)
 

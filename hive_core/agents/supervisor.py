@@ -73,6 +73,7 @@ class Supervisor:
         self._started_at: dict[str, float] = {}
         self.size = DEFAULT_SIZE
         self.sizes: dict[str, tuple[int, int]] = {}
+        self.last_output: dict[str, float] = {}
         # The loop keeps only weak references to tasks; these must not vanish mid-way.
         self._tasks: set[asyncio.Task[object]] = set()
 
@@ -172,7 +173,13 @@ class Supervisor:
             if (agent_id is None or aid == agent_id) and session.alive:
                 session.resize(rows, cols)
 
+    def quiet_for(self, agent_id: str) -> float:
+        """Seconds since the agent's pane last printed (since its start if never)."""
+        last = self.last_output.get(agent_id, self._started_at.get(agent_id, 0.0))
+        return time.monotonic() - last
+
     def _output(self, agent_id: str, data: bytes) -> None:
+        self.last_output[agent_id] = time.monotonic()
         backlog = self.backlog[agent_id]
         backlog.append(data)
         size = sum(len(b) for b in backlog)

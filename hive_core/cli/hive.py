@@ -25,7 +25,10 @@ import click
 import msgspec
 
 from hive_core import kick, mail
+from hive_core.caller import CallerError, authenticated_caller
 from hive_core.cli import render
+from hive_core.cli.mcp_cmd import mcp_command
+from hive_core.cli.memory_cmd import memory_group
 from hive_core.config import ConfigError, agent, load_office
 from hive_core.fsio import atomic_write
 from hive_core.hive import read_registry, registry_from_roster
@@ -388,17 +391,21 @@ def done(msgids: tuple[str, ...], all_: bool) -> None:
     metavar="FILE|-",
     help="Replace the board with FILE (or stdin). The manager only.",
 )
+@click.option("--text", help="Replace the board with TEXT. The manager only.")
 @home_option
-def board(source: str | None) -> None:
-    """Print the shared plan (board.md); the manager rewrites it with --write.
+def board(source: str | None, text: str | None) -> None:
+    """Print the shared plan (board.md); the manager rewrites it with --write or --text.
 
     \b
       hive board
       hive board --write plan.md          (manager)
       hive board --write - < plan.md      (manager)
+      hive board --text "# Plan ..."      (manager)
     """
     office = open_office()
-    if source is None:
+    if source is not None and text is not None:
+        raise BadUsage("give the new board with --write or --text, not both.")
+    if source is None and text is None:
         try:
             current = _decode(office.paths.board.read_bytes(), "board.md")
         except FileNotFoundError:
@@ -407,14 +414,19 @@ def board(source: str | None) -> None:
             ) from None
         click.echo(render.clean(current), nl=not current.endswith("\n"))
         return
-    if office.caller != office.manager:
+    try:
+        # Writing the board is a privilege: the caller must prove who it is.
+        caller = authenticated_caller(office.paths, office.config)
+    except CallerError as e:
+        raise HiveError(str(e)) from None
+    if caller != office.manager:
         raise HiveError(
             f"only the manager ({office.manager}) writes the board. File what should change "
             f'with `hive triage "..."` or send it with `hive send --to god`.'
         )
-    text = read_source(source)
-    atomic_write(office.paths.board, text.encode())
-    click.echo(f"board updated ({len(text.encode())} bytes)")
+    new = text if text is not None else read_source(source or "-")
+    atomic_write(office.paths.board, new.encode())
+    click.echo(f"board updated ({len(new.encode())} bytes)")
 
 
 @cli.command()
@@ -536,6 +548,15 @@ def _follow(path: Path, offset: int, emit: Callable[[bytes], None]) -> None:
             chunk = _complete_lines(f.read(size - offset))
         offset += len(chunk)
         emit(chunk)
+
+
+from hive_core.cli import task_cmd  # noqa: E402  (task_cmd builds on the helpers above)
+
+cli.add_command(task_cmd.task)
+
+
+cli.add_command(memory_group)
+cli.add_command(mcp_command)
 
 
 def main() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 import sys
 from typing import NoReturn
@@ -11,6 +12,7 @@ from typing import NoReturn
 import click
 
 from hive_core import control
+from hive_core.agents.supervisor import tool_path
 from hive_core.config import ConfigError, load_office
 from hive_core.hive import init_office
 from hive_core.office import Office, OfficeBusy, office_lock
@@ -50,14 +52,41 @@ def cli(ctx: click.Context, home: str | None, demo: bool) -> None:
     ctx.obj["home"] = home
     if ctx.invoked_subcommand is None:
         if demo:
-            _fail("the demo is not built yet; open your own office with `hive-office`.", code=2)
-        _open(_paths(home))
+            _demo(home)
+        else:
+            _open(_paths(home))
 
 
-def _open(paths: HivePaths) -> None:
+def _need_terminal() -> None:
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         _fail("the office on screen needs a terminal; run it in one (tmux and SSH are fine), "
               "or use `hive-office serve` for the office without a screen.", code=2)
+
+
+def _demo(home: str | None) -> None:
+    """A demo office in its own home (never yours), laid out afresh each run."""
+    from hive_core.demo.office import demo_home, start_demo
+    from hive_tui.app import HiveApp
+
+    _need_terminal()
+    paths = HivePaths(demo_home(home))
+    missing = shutil.which("claude", path=os.pathsep.join([*tool_path(), os.environ.get("PATH", "")]))
+    if missing is None:
+        _fail("the demo runs real Claude Code agents and `claude` is not installed. Run "
+              "./scripts/setup (it installs a pinned one) or `npm install -g @anthropic-ai/claude-code`.")
+    try:
+        with office_lock(paths):
+            demo = start_demo(paths.home)
+            try:
+                HiveApp(Office(paths, load_office(paths.office_toml)), demo=True).run()
+            finally:
+                demo.stop()
+    except OfficeBusy as e:
+        _fail(str(e))
+
+
+def _open(paths: HivePaths) -> None:
+    _need_terminal()
     if not paths.office_toml.exists() or not paths.hive.is_dir():
         try:
             created = init_office(paths)

@@ -40,6 +40,8 @@ class EventPlane:
         self.providers = providers
         self.on_change = on_change
         self.touch = touch
+        # Who else wants to know an event arrived (the wake path: UserPromptSubmit).
+        self.on_event: list[Callable[[str, str], None]] = []
         self.facts = OfficeFacts(
             office=config.office.name,
             home=paths.home,
@@ -84,6 +86,7 @@ class EventPlane:
         before = state.status
         if event.name == "SessionStart":
             state.announced.clear()
+            state.told_in_turn.clear()
         elif event.name == "UserPromptSubmit":
             # Whatever the person was typing has been submitted: the Stop drain may act again.
             state.typed_at = None
@@ -95,6 +98,8 @@ class EventPlane:
             state.last_tool = outcome.last_tool
         state.stop_blocks = outcome.stop_blocks
         state.announced |= outcome.announce
+        if event.name != "SessionStart":
+            state.told_in_turn |= outcome.announce
         state.last_seen = utc_now_iso()
         if outcome.note or state.status != before:
             transition = f"{before} -> {state.status}" if state.status != before else state.status
@@ -108,6 +113,8 @@ class EventPlane:
                 )
             )
         self.on_change(state)
+        for listener in self.on_event:
+            listener(agent_id, event.name)
         answer = provider.render(event, outcome.decision)
         return HookReply(exit=answer.exit, stdout=answer.stdout, stderr=answer.stderr)
 
