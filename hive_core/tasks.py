@@ -22,7 +22,7 @@ import fcntl
 import os
 import re
 from collections import deque
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, get_args
@@ -59,6 +59,8 @@ CLEARED: dict[str, Any] = {
     name: value for name, value in _schema_defaults().items() if name in CHANGEABLE
 }
 DEFAULT_PRIORITY: int = CLEARED["priority"]
+# Lower is more urgent (the Tasks panel lists 1 before 2); a bound keeps it a small int.
+PRIORITY_MAX = 99
 
 
 class LedgerError(Exception):
@@ -285,7 +287,7 @@ def answer_question(
 
 
 def _with_questions(
-    ledger: RawLedger, task_id: str, change: Any, now: str
+    ledger: RawLedger, task_id: str, change: Callable[[list[Any]], list[Any]], now: str
 ) -> tuple[RawLedger, Task]:
     index = _index(ledger, task_id)
     old = ledger["tasks"][index]
@@ -324,7 +326,7 @@ def _checked(name: str, value: object, task_id: str, assignable: Collection[str]
     if name in ("spec", "result"):
         return _text(name, value)
     if name == "assignee":
-        if value not in assignable:
+        if not isinstance(value, str) or value not in assignable:
             who = ", ".join(sorted(assignable)) or "nobody"
             raise ChangeRefused(
                 f"{value!r} cannot take tasks; give the id of an active agent ({who})."
@@ -335,15 +337,17 @@ def _checked(name: str, value: object, task_id: str, assignable: Collection[str]
             raise InvalidValue(f"{value!r} is not a status; use one of {', '.join(TASK_STATUSES)}.")
         return value
     if name == "priority":
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= PRIORITY_MAX:
             raise InvalidValue(
-                f"the priority must be a whole number from 0 (most urgent) up, not {value!r}."
+                f"the priority is a whole number from 0 (most urgent) to {PRIORITY_MAX}, "
+                f"not {value!r}."
             )
         return value
     # depends_on: the ids it names are checked against the whole ledger afterwards.
-    if isinstance(value, str) or not isinstance(value, Iterable):
+    ids = list(dict.fromkeys(value)) if isinstance(value, list | tuple) else None
+    if ids is None or not all(isinstance(dep, str) for dep in ids):
         raise InvalidValue("depends_on must be a list of task ids.")
-    ids = list(dict.fromkeys(value))  # a repeated id adds nothing; keep the first order
+    # A repeated id adds nothing; dict.fromkeys dropped it and kept the first order.
     if task_id in ids:
         raise ChangeRefused(f"task {task_id} cannot depend on itself.")
     return ids

@@ -17,17 +17,18 @@ from typing import Any
 from hive_core.scripted_model.scenario import Block, Request, Scenario, Text, Turn, anything, bash, last_user_texts
 
 GOAL = "Ship the CSV importer rewrite: split the parser from the loader, and port the edge cases."
-BOARD = """# Importer rewrite
+# No line may start with '#': Claude Code refuses a quoted argument in which a newline
+# is followed by '#' (it could hide arguments from its path checks), so the demo board
+# marks its sections in bold instead of with headings.
+BOARD = """**Importer rewrite**
 
-## Goal
-Ship the CSV importer rewrite without breaking the nightly sync.
+**Goal:** ship the CSV importer rewrite without breaking the nightly sync.
 
-## Plan
+**Plan**
 - [ ] t1 Split the parser from the loader (jim)
 - [ ] t2 Port the CSV edge cases (pam), after t1
 
-## Notes
-The nightly job still reads the old table: keep it until the new loader is live.
+**Notes:** the nightly job still reads the old table; keep it until the new loader is live.
 """
 TASKS = [
     ("Split the parser from the loader", "jim",
