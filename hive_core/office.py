@@ -36,6 +36,7 @@ from hive_core.paths import HivePaths
 from hive_core.routing.decide import Floor
 from hive_core.routing.router import WRITE_GRACE_S, Router, RouteStats
 from hive_core.schema import (
+    BODY_MAX,
     HUMAN,
     ROUTER,
     SUBJECT_MAX,
@@ -282,16 +283,29 @@ class Office:
         self._agent_log(agent_id, "started by the person" if started else "could not be started")
         return started
 
-    def _record_answer(self, task_id: str, text: str) -> None:
-        """The answer goes on the task's oldest open question; a task without one (or
-        gone) still gets the answer by mail."""
+    def _record_answer(self, message: Message, text: str) -> None:
+        """The answer goes on the task's oldest open question; if the question only came
+        by mail, it is recorded first, so the task keeps both. A task that is gone still
+        gets the answer by mail."""
+        assert message.task is not None
+        now = utc_now_iso()
         with tasks.locked(self.paths):
             try:
                 ledger = tasks.load_ledger(self.paths.tasks)
-                ledger, _task = tasks.answer_question(ledger, task_id, text, now=utc_now_iso())
+                task = tasks.find_task(ledger, message.task)
+                if all(q.answer is not None for q in task.questions):
+                    question = (
+                        message.subject
+                        if not message.body
+                        else f"{message.subject}: {message.body}"
+                    )
+                    ledger, _ = tasks.ask_question(
+                        ledger, message.task, question[:BODY_MAX], asked_by=message.sender, now=now
+                    )
+                ledger, _ = tasks.answer_question(ledger, message.task, text, now=now)
             except tasks.LedgerError as e:
                 self._agent_log(
-                    self.config.office.manager, f"answer not recorded on {task_id}: {e}"
+                    self.config.office.manager, f"answer not recorded on {message.task}: {e}"
                 )
                 return
             tasks.save_ledger(self.paths.tasks, ledger)
@@ -308,7 +322,7 @@ class Office:
         human = self.paths.mailbox(HUMAN)
         in_human_inbox = find_message(human, message.id) is not None
         if message.task:
-            self._record_answer(message.task, text)
+            self._record_answer(message, text)
         quote = (
             ""
             if in_human_inbox
@@ -439,8 +453,17 @@ class Office:
 
     def _agent_changed(self, state: AgentState) -> None:
         self._registry_dirty.set()
-        for listener in self.listeners.agent:
-            listener(state)
+        self._tell(self.listeners.agent, state)
+
+    def _tell(self, listeners: list[Callable[..., None]], *args: object) -> None:
+        """A failing listener (the app's) must not stop the office's own loops."""
+        for listener in listeners:
+            try:
+                listener(*args)
+            except Exception as exc:
+                self.plane.log(
+                    LogEvent(ts=utc_now_iso(), kind="office", detail=f"a listener failed: {exc!r}")
+                )
 
     def _agent_log(self, agent_id: str, text: str) -> None:
         self.plane.log(LogEvent(ts=utc_now_iso(), kind="agent", agent=agent_id, detail=text))
@@ -499,6 +522,20 @@ class Office:
         return transport
 
     async def _watch(self, stop: asyncio.Event) -> None:
+        """Watch the hive until stopped. If the watcher fails it is logged and started
+        again: without it the committer would miss changes nobody reports."""
+        while not stop.is_set():
+            try:
+                await self._watch_once(stop)
+            except Exception as exc:
+                self.plane.log(
+                    LogEvent(
+                        ts=utc_now_iso(), kind="office", detail=f"hive watcher failed: {exc!r}"
+                    )
+                )
+                await asyncio.sleep(1)
+
+    async def _watch_once(self, stop: asyncio.Event) -> None:
         hive = self.paths.hive
         git_dir = str(hive / ".git")
 
@@ -522,16 +559,17 @@ class Office:
                     if owner:
                         self._request_scan(owner)
             self.committer.touch(*touched)
-            for hive_listener in self.listeners.hive:
-                hive_listener(set(touched))
+            self._tell(self.listeners.hive, set(touched))
 
     def _routed(self, stats: RouteStats) -> None:
         self.committer.touch(*stats.touched)
+        # The router knows exactly what it wrote: tell listeners now, not when (or if)
+        # the watcher gets round to it.
+        self._tell(self.listeners.hive, set(stats.touched))
         for kind, _who in stats.notes:
             self.committer.note(kind)
         for sender, recipients in stats.routes:
-            for listener in self.listeners.routed:
-                listener(sender, recipients)
+            self._tell(self.listeners.routed, sender, recipients)
         if stats.routes:
             self.watchdog.poke()
 

@@ -199,6 +199,11 @@ class HiveApp(App[None], inherit_bindings=False):
 
     async def action_quit(self) -> None:
         """Stop the agents, route what is left, make the last commit, then leave."""
+        # The screen is going away: the office's shutdown must not call into it.
+        listeners = self.office.listeners
+        for group in (listeners.agent, listeners.routed, listeners.hive):
+            group.clear()
+        self.office.supervisor.sinks.clear()
         self._stop.set()
         await self._office_worker.wait()
         self.exit()
@@ -214,8 +219,9 @@ class HiveApp(App[None], inherit_bindings=False):
             status=state.status,
             last_tool=state.last_tool,
             unread=self.unread.get(state.id, 0),
-            needs_you=state.status == "waiting",
-            paused=state.paused,
+            # A permission prompt, or (the manager) escalations waiting for the person.
+            needs_you=state.status == "waiting" or (state.manager and bool(self.escalations)),
+            paused=state.paused or state.halted,
             missing=state.missing,
         )
 
@@ -284,9 +290,11 @@ class HiveApp(App[None], inherit_bindings=False):
             for m in iter_inbox(self.office.paths.mailbox(manager))
             if m.needs_human and m.id not in {x.id for x in mine}
         ]
-        self.query_one(InboxPanel).show(
-            sorted(mine + escalations, key=lambda m: m.id, reverse=True)
-        )
+        shown = sorted(mine + escalations, key=lambda m: m.id, reverse=True)
+        self.escalations = {m.id: m for m in shown}
+        self.query_one(InboxPanel).show(shown)
+        if manager in self.roster:
+            self.query_one(OfficeMap).update_agent(self.info(self.office.states[manager]))
 
     def _load_log(self) -> None:
         """Read what was appended to log.jsonl since last time (whole lines only)."""

@@ -65,7 +65,7 @@ def _need_terminal() -> None:
 
 def _demo(home: str | None) -> None:
     """A demo office in its own home (never yours), laid out afresh each run."""
-    from hive_core.demo.office import demo_home, start_demo
+    from hive_core.demo.office import apply_env, demo_home, start_demo
     from hive_tui.app import HiveApp
 
     _need_terminal()
@@ -77,6 +77,7 @@ def _demo(home: str | None) -> None:
     try:
         with office_lock(paths):
             demo = start_demo(paths.home)
+            apply_env(demo)
             try:
                 HiveApp(Office(paths, load_office(paths.office_toml)), demo=True).run()
             finally:

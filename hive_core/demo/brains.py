@@ -14,7 +14,16 @@ import shlex
 from abc import ABC, abstractmethod
 from typing import Any
 
-from hive_core.scripted_model.scenario import Block, Request, Scenario, Text, Turn, anything, bash, last_user_texts
+from hive_core.scripted_model.scenario import (
+    Block,
+    Request,
+    Scenario,
+    Text,
+    Turn,
+    anything,
+    bash,
+    last_user_texts,
+)
 
 GOAL = "Ship the CSV importer rewrite: split the parser from the loader, and port the edge cases."
 # No line may start with '#': Claude Code refuses a quoted argument in which a newline
@@ -31,12 +40,18 @@ BOARD = """**Importer rewrite**
 **Notes:** the nightly job still reads the old table; keep it until the new loader is live.
 """
 TASKS = [
-    ("Split the parser from the loader", "jim",
-     "Move parsing out of importer/load.py into importer/parse.py; keep the public API. "
-     "Done when the tests pass and load.py only loads."),
-    ("Port the CSV edge cases", "pam",
-     "Quoted newlines, BOM, semicolon separators: port the old cases to the new parser "
-     "with a test each."),
+    (
+        "Split the parser from the loader",
+        "jim",
+        "Move parsing out of importer/load.py into importer/parse.py; keep the public API. "
+        "Done when the tests pass and load.py only loads.",
+    ),
+    (
+        "Port the CSV edge cases",
+        "pam",
+        "Quoted newlines, BOM, semicolon separators: port the old cases to the new parser "
+        "with a test each.",
+    ),
 ]
 RESULTS = {
     "jim": "parse.py holds the parser, load.py only loads; 42 tests pass.",
@@ -56,8 +71,10 @@ def last_tool_call(request: Request) -> tuple[str, str] | None:
         if block.get("type") == "tool_use" and block.get("id") in results:
             command = str((block.get("input") or {}).get("command", ""))
             content = results[block["id"]].get("content")
-            output = content if isinstance(content, str) else "".join(
-                str(c.get("text", "")) for c in content or [] if isinstance(c, dict)
+            output = (
+                content
+                if isinstance(content, str)
+                else "".join(str(c.get("text", "")) for c in content or [] if isinstance(c, dict))
             )
             return command, output
     return None
@@ -127,10 +144,14 @@ class ManagerBrain(Brain):
             self.planned = True
             steps.append(f"hive board --text {shlex.quote(BOARD)}")
             for title, who, spec in TASKS:
-                steps.append(f"hive task add {shlex.quote(title)} --assignee {who} --spec {shlex.quote(spec)}")
+                steps.append(
+                    f"hive task add {shlex.quote(title)} --assignee {who} --spec {shlex.quote(spec)}"
+                )
         done_tasks = [m for m in mail if m.get("act") == "done" and m.get("task")]
         for report in done_tasks:
-            steps.append(f"hive task done {report['task']} --result {shlex.quote(str(report.get('body', '')))}")
+            steps.append(
+                f"hive task done {report['task']} --result {shlex.quote(str(report.get('body', '')))}"
+            )
         if done_tasks:
             self.finished |= {str(report["task"]) for report in done_tasks}
             board = BOARD
@@ -138,20 +159,32 @@ class ManagerBrain(Brain):
                 board = board.replace(f"- [ ] {task} ", f"- [x] {task} ")
             steps.append(f"hive board --text {shlex.quote(board)}")
         if mail:
-            steps.append("hive done --all")
+            # Only what was read: mail that arrived meanwhile stays unread for the next turn.
+            steps.append("hive done " + " ".join(str(m["id"]) for m in mail))
         if not steps:
             return [Text("Nothing new.")]
         return [bash(" && ".join(steps), "run the floor")]
 
 
 class WorkerBrain(Brain):
-    """Acknowledges its task, 'does' it, reports it done, and marks its mail read."""
+    """Acknowledges its task, 'does' it, reports it done, and marks its mail read. With
+    `ask_person`, it first puts that question to the person (needs_human) about the task."""
+
+    def __init__(self, agent: str, ask_person: str | None = None) -> None:
+        super().__init__(agent)
+        self.ask_person = ask_person
 
     def act_on(self, mail: list[dict[str, Any]]) -> list[Block]:
         steps: list[str] = []
         for message in mail:
             task = message.get("task")
             if message.get("act") == "request" and task:
+                if self.ask_person:
+                    steps.append(
+                        f"hive send --to human --needs-human --act query --task {task} "
+                        f"--subject {shlex.quote(self.ask_person)} --body {shlex.quote(self.ask_person)}"
+                    )
+                    self.ask_person = None
                 steps.append(f"hive reply {message['id']} --act agree --body 'On it.'")
                 result = RESULTS.get(self.agent, "Done.")
                 steps.append(f"hive task done {task} --result {shlex.quote(result)}")

