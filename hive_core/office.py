@@ -32,6 +32,7 @@ from hive_core.events.server import HookServer
 from hive_core.hive import ensure_mailbox, read_registry, write_registry
 from hive_core.ids import created_at_of, new_message_id, utc_now_iso
 from hive_core.mail import find_message, mark_done, write_draft
+from hive_core.memory.keeper import MemoryKeeper
 from hive_core.paths import HivePaths
 from hive_core.routing.decide import Floor
 from hive_core.routing.router import WRITE_GRACE_S, Router, RouteStats
@@ -167,6 +168,12 @@ class Office:
             log=self._agent_log,
         )
         self.plane.on_event.append(self._event_seen)
+        self.memory = MemoryKeeper(
+            paths,
+            budget=self.config.office.memory_budget,
+            use_cli=self.config.office.memory_tidy == "cli",
+            log=self._agent_log,
+        )
         self.listeners = Listeners()
         self._kicked: set[str] = set()
         self._wake = asyncio.Event()
@@ -175,9 +182,11 @@ class Office:
     # --- the wake path ---------------------------------------------------------------
 
     def _wake_views(self) -> list[WakeView]:
+        """Agents whose CLI is running: nobody can be woken (or told about) otherwise."""
         views = []
         for state in self.states.values():
-            if state.status == "archived" or state.spec.send_only:
+            session = self.supervisor.sessions.get(state.id)
+            if session is None or not session.alive or state.status == "archived":
                 continue
             views.append(
                 WakeView(
@@ -229,6 +238,8 @@ class Office:
             self.watchdog.confirmed(agent_id)
         elif event_name in ("Stop", "SessionStart"):
             self.watchdog.poke()
+            if event_name == "Stop":
+                self.memory.idle(self.states[agent_id].spec)
 
     # --- what the person can do (the app's keys, `hive-office type/pause/resume`) ------
 
@@ -423,6 +434,7 @@ class Office:
             asyncio.create_task(self._route_loop(stop), name="route"),
             asyncio.create_task(self._registry_loop(stop), name="registry"),
             asyncio.create_task(self.watchdog.run(stop), name="wake"),
+            asyncio.create_task(self.memory.run(stop), name="memory"),
         ]
         try:
             if self.with_agents:
@@ -559,6 +571,7 @@ class Office:
                     if owner:
                         self._request_scan(owner)
             self.committer.touch(*touched)
+            self.memory.changed(set(touched))
             self._tell(self.listeners.hive, set(touched))
 
     def _routed(self, stats: RouteStats) -> None:
@@ -566,6 +579,7 @@ class Office:
         # The router knows exactly what it wrote: tell listeners now, not when (or if)
         # the watcher gets round to it.
         self._tell(self.listeners.hive, set(stats.touched))
+        self.memory.changed(stats.touched)
         for kind, _who in stats.notes:
             self.committer.note(kind)
         for sender, recipients in stats.routes:

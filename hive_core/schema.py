@@ -79,6 +79,11 @@ class OfficeSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     stop_block_cap: int = 3
     # The app's prefix key, written as in tmux ("ctrl+]", "ctrl+a", "ctrl+space").
     prefix_key: str = "ctrl+]"
+    # Bytes an agent's memory.md index may hold; the tidy keeps it within this.
+    memory_budget: int = 8192
+    # How notes are folded into memory.md: by the agent's own CLI (one model call with
+    # no tools, falling back to the rule) or only by the rule (no model calls).
+    memory_tidy: Literal["cli", "rule"] = "cli"
 
 
 class AgentSpec(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

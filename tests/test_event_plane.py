@@ -41,14 +41,23 @@ def start_floor() -> Iterator[Callable[..., Floor]]:
 
     def start(scenarios: dict[str, list[Any]], *, stop_block_cap: int = 3) -> Floor:
         office = make_claude_office(root, scenarios, stop_block_cap=stop_block_cap)
-        proc = subprocess.Popen([str(BIN / "hive-office"), "serve", "--home", str(office.home)],
-                                env=office.env, stdout=(root / "serve.log").open("wb"),
-                                stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [str(BIN / "hive-office"), "serve", "--home", str(office.home)],
+            env=office.env,
+            stdout=(root / "serve.log").open("wb"),
+            stderr=subprocess.STDOUT,
+        )
         floor = Floor(office, proc)
         floors.append(floor)
-        wait_for(lambda: all(floor.registry().get(a, {}).get("session_id") and
-                             floor.registry()[a]["status"] == "idle" for a in AGENTS),
-                 "both agents' SessionStart", timeout=90)
+        wait_for(
+            lambda: all(
+                floor.registry().get(a, {}).get("session_id")
+                and floor.registry()[a]["status"] == "idle"
+                for a in AGENTS
+            ),
+            "both agents' SessionStart",
+            timeout=90,
+        )
         return floor
 
     yield start
@@ -171,37 +180,41 @@ def test_mail_that_arrives_mid_turn_is_drained_at_stop(start_floor: Callable[...
 
 def test_block_cap_releases_the_agent(start_floor: Callable[..., Floor]) -> None:
     cap = 2
-    floor = start_floor({"jim": [turn(user_says("tidy up"), "Tidied.")]}, stop_block_cap=cap)
-    floor.run(
-        "hive", "send", "--to", "jim", "--subject", "fyi 1", "--body", "first", agent="michael"
+    # Each continuation takes the model a while, so mail keeps arriving during the chain.
+    slow_feedback = [turn(user_says("Stop hook feedback"), "Noted.", delay=1.5) for _ in range(cap)]
+    floor = start_floor(
+        {"jim": [turn(user_says("tidy up"), "Tidied."), *slow_feedback]}, stop_block_cap=cap
     )
+
+    def mail(n: int) -> None:
+        floor.run("hive", "send", "--to", "jim", "--subject", f"fyi {n}", "--body", "more")
+
+    mail(1)
     wait_for(lambda: floor.inbox("jim"), "first delivery")
     floor.run("hive-office", "type", "--home", str(floor.home), "jim", "tidy up")
-    # Mail keeps arriving while the agent is kept working; it never marks any done.
-    for n in range(2, 5):
+    # More mail while the agent is kept working (it never marks any done), all of it
+    # before the last block, so every message is in a digest it was given.
+    for n in (2, 3):
         time.sleep(0.5)
-        floor.run(
-            "hive",
-            "send",
-            "--to",
-            "jim",
-            "--subject",
-            f"fyi {n}",
-            "--body",
-            "more",
-            agent="michael",
-        )
-    wait_for(lambda: any("released after" in e["detail"] for e in floor.log("jim")), "release", 60)
+        mail(n)
+    wait_for(
+        lambda: any("released after 2 blocks" in e["detail"] for e in floor.log("jim")),
+        "release",
+        60,
+    )
     feedbacks = [
         r for r in floor.models["jim"].main_requests if "Stop hook feedback" in texts_of(r)
     ]
     assert len(feedbacks) == cap
+    assert "fyi 3" in texts_of(feedbacks[-1]), "mail that arrived mid-chain is in the next digest"
     wait_for(lambda: floor.registry()["jim"]["status"] == "idle", "jim idle")
-    time.sleep(2)
+    time.sleep(3)
+    # Released means released: no more blocks, and no nudge for mail it was already told about.
     assert (
         len([r for r in floor.models["jim"].main_requests if "Stop hook feedback" in texts_of(r)])
         == cap
     )
+    assert not any("nudged" in e["detail"] for e in floor.log("jim"))
 
 
 # --- 4 ------------------------------------------------------------------------------------
@@ -283,7 +296,8 @@ def test_manager_gets_the_standup_as_its_first_turn(start_floor: Callable[..., F
     first = floor.models["michael"].wait_for(lambda r: r.kind == "main", 30)
     assert "The office just opened" in texts_of(first)
     [standup] = [m for m in floor.inbox("michael") if m["id"].endswith("-standup")] or [
-        json.loads(p.read_text()) for p in (floor.home / "hive/agents/michael/inbox/.done").glob("*-standup.json")
+        json.loads(p.read_text())
+        for p in (floor.home / "hive/agents/michael/inbox/.done").glob("*-standup.json")
     ]
     assert standup["from"] == "router" and "- jim (Jim, Engineer)" in standup["body"]
     assert "Open tasks:" in standup["body"] and "Triage waiting" in standup["body"]

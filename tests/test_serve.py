@@ -118,9 +118,10 @@ def test_bare_command_without_a_terminal_points_to_serve(tmp_path: Path) -> None
     assert result.returncode == 2 and "needs a terminal" in result.stderr and "hive-office serve" in result.stderr
 
 
-def test_demo_does_not_pretend(tmp_path: Path) -> None:
-    result = run("hive-office", "--demo", home=tmp_path, check=False)
-    assert result.returncode == 2 and "not built yet" in result.stderr
+def test_demo_without_a_terminal_says_so(tmp_path: Path) -> None:
+    result = run("hive-office", "--demo", "--home", str(tmp_path / "demo"), home=tmp_path, check=False)
+    assert result.returncode == 2 and "needs a terminal" in result.stderr
+    assert not (tmp_path / "demo").exists(), "nothing laid out"
 
 
 def test_serve_needs_an_office(tmp_path: Path) -> None:

@@ -11,7 +11,6 @@ from typing import NoReturn
 
 import click
 
-from hive_core import mcp_server
 from hive_core.caller import CallerError
 from hive_core.config import ConfigError
 from hive_core.paths import HivePaths, resolve_home
@@ -50,6 +49,10 @@ def mcp_command() -> None:
     The office registers it for claude agents; to add it to a CLI by hand:
       claude mcp add hive -- hive mcp
     """
+    # Imported here: the mcp package takes most of a second to import, and every other
+    # `hive` verb (agents run them constantly) must not pay for it.
+    from hive_core import mcp_server
+
     paths = HivePaths(resolve_home(click.get_current_context().meta.get(_HOME_KEY)))
     if not paths.office_toml.is_file() or not paths.hive.is_dir():
         _refuse(

@@ -58,6 +58,7 @@ class AgentView:
     stop_blocks: int = 0
     announced: frozenset[str] = frozenset()
     typed_ago: float | None = None  # seconds since the person last typed in its pane
+    memory: str = ""  # its memory.md index, given to it when a session starts
 
 
 @dataclass(frozen=True)
@@ -215,6 +216,10 @@ def session_context(agent: AgentView, unread: Sequence[MailItem], office: Office
         f"Teammates: {team or 'none'}.",
         "Coordinate only through the `hive` command (hive --help); the office routes mail.",
     ]
+    if agent.memory.strip():
+        lines.append(
+            f"Your memory (memory.md; add to it with `hive memory note`):\n{agent.memory.strip()}"
+        )
     if unread:
         lines.append(digest(unread))
     else:

@@ -42,6 +42,7 @@ class EventPlane:
         self.touch = touch
         # Who else wants to know an event arrived (the wake path: UserPromptSubmit).
         self.on_event: list[Callable[[str, str], None]] = []
+        self.memory_budget = config.office.memory_budget
         self.facts = OfficeFacts(
             office=config.office.name,
             home=paths.home,
@@ -81,6 +82,7 @@ class EventPlane:
             stop_blocks=state.stop_blocks,
             announced=frozenset(state.announced),
             typed_ago=state.typed_ago(),
+            memory=self._memory_of(agent_id) if event.name == "SessionStart" else "",
         )
         outcome = decide(event, view, unread, self.facts)
         before = state.status
@@ -117,6 +119,14 @@ class EventPlane:
             listener(agent_id, event.name)
         answer = provider.render(event, outcome.decision)
         return HookReply(exit=answer.exit, stdout=answer.stdout, stderr=answer.stderr)
+
+    def _memory_of(self, agent_id: str) -> str:
+        """memory.md, cut at the budget (the tidy keeps it there; a hand edit may not)."""
+        try:
+            data = self.paths.mailbox(agent_id).memory.read_bytes()
+        except FileNotFoundError:
+            return ""
+        return data[: self.memory_budget].decode("utf-8", errors="ignore")
 
     def unread(self, agent_id: str) -> list[MailItem]:
         return [

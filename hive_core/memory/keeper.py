@@ -1,0 +1,112 @@
+"""The office's side of memory: keep memory.db current as the hive changes, and tidy an
+agent's notes when it goes idle. All SQLite work happens on one thread of its own (a
+connection belongs to the thread that opened it), so the office's loop never waits on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from collections.abc import Callable
+from pathlib import Path
+
+from hive_core.memory.sources import entries_for
+from hive_core.memory.store import MemoryStore, open_store
+from hive_core.memory.tidy import should_tidy, summariser_for, tidy
+from hive_core.paths import HivePaths
+from hive_core.schema import AgentSpec
+
+# Changes are indexed in batches at most this often (a routing burst is one batch).
+INDEX_INTERVAL_S = 0.2
+
+
+class MemoryKeeper:
+    def __init__(
+        self, paths: HivePaths, *, budget: int, use_cli: bool, log: Callable[[str, str], None]
+    ) -> None:
+        self.paths = paths
+        self.budget = budget
+        # Fold with the agent's own CLI (a model call) where it has one, else by rule.
+        self.use_cli = use_cli
+        self.log = log
+        self._thread = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="memory"
+        )
+        self._store: MemoryStore | None = None
+        self._changed: set[Path] = set()
+        self._wake = asyncio.Event()
+
+    def changed(self, paths: set[Path]) -> None:
+        """Hive files that changed (from the router or the watcher)."""
+        self._changed |= {p for p in paths if not p.name.startswith(".")}
+        if self._changed:
+            self._wake.set()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(self._thread, self._open)
+            while not stop.is_set():
+                waiters = [
+                    asyncio.ensure_future(self._wake.wait()),
+                    asyncio.ensure_future(stop.wait()),
+                ]
+                await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+                for waiter in waiters:
+                    waiter.cancel()
+                self._wake.clear()
+                await asyncio.sleep(INDEX_INTERVAL_S)
+                batch, self._changed = self._changed, set()
+                if batch:
+                    await loop.run_in_executor(self._thread, self._index, batch)
+        finally:
+            await loop.run_in_executor(self._thread, self._close)
+            self._thread.shutdown(wait=False)
+
+    def idle(self, spec: AgentSpec) -> None:
+        """The agent finished a turn: fold its notes if they call for it."""
+        loop = asyncio.get_running_loop()
+        loop.run_in_executor(self._thread, self._tidy, spec)
+
+    # --- on the memory thread ------------------------------------------------------------
+
+    def _open(self) -> None:
+        try:
+            self._store = open_store(self.paths)
+        except Exception as exc:
+            self.log("office", f"memory index unavailable: {exc!r}")
+
+    def _close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    def _index(self, batch: set[Path]) -> None:
+        if self._store is None:
+            return
+        try:
+            self._store.apply(entries_for(self.paths, batch))
+        except Exception as exc:
+            self.log("office", f"memory index update failed: {exc!r}")
+
+    def _tidy(self, spec: AgentSpec) -> None:
+        box = self.paths.mailbox(spec.id)
+        notes = box.notes.stat().st_size if box.notes.exists() else 0
+        index = box.memory.stat().st_size if box.memory.exists() else 0
+        if not should_tidy(notes, index, True, self.budget):
+            return
+        try:
+            fold = tidy(
+                self.paths,
+                spec.id,
+                budget=self.budget,
+                summariser=summariser_for(spec, Path(spec.cwd).expanduser())
+                if self.use_cli
+                else None,
+                store=self._store,
+            )
+        except Exception as exc:
+            self.log(spec.id, f"memory tidy failed (notes kept): {exc!r}")
+            return
+        if fold is not None:
+            self.log(spec.id, f"memory tidied ({fold.method}): {len(fold.changes)} change(s)")
