@@ -25,6 +25,7 @@ from textual.widgets import Static, TabbedContent, TabPane
 from hive_core.agents.state import AgentState
 from hive_core.kick import kick
 from hive_core.mail import iter_inbox, message_files, write_draft
+from hive_core.memory import Hit, open_store
 from hive_core.office import Office
 from hive_core.schema import HUMAN, Draft, Ledger, LogEvent, Message
 from hive_tui.map.widget import OfficeMap
@@ -32,6 +33,7 @@ from hive_tui.messages import AgentInfo
 from hive_tui.panels.board import BoardPanel
 from hive_tui.panels.inbox import InboxPanel
 from hive_tui.panels.log import LogPanel
+from hive_tui.panels.memory import MemoryPanel
 from hive_tui.panels.tasks import TasksPanel
 from hive_tui.screens.answer import AnswerScreen
 from hive_tui.screens.help import HelpScreen
@@ -50,7 +52,8 @@ PREFIX_COMMANDS: dict[str, tuple[str, str]] = {
     "t": ("tab:tasks", "side panel: tasks"),
     "l": ("tab:log", "side panel: log"),
     "i": ("tab:inbox", "side panel: your inbox and escalations"),
-    "m": ("map", "focus the office map (arrows + Enter pick an agent)"),
+    "m": ("tab:memory", "side panel: memory search"),
+    "o": ("map", "focus the office map (arrows + Enter pick an agent)"),
     "s": ("send", "send a message to an agent"),
     "x": ("pause", "pause / resume the focused agent"),
     "h": ("halt", "halt the focused agent at its next hook (x resumes)"),
@@ -60,6 +63,7 @@ PREFIX_COMMANDS: dict[str, tuple[str, str]] = {
     "q": ("quit", "quit (stops the agents, commits, exits)"),
 }
 LOG_TAIL_CHUNK = 1 << 20
+MEMORY_RESULTS = 20
 # Without the kitty keyboard protocol (tmux, most terminals over SSH) Textual reads
 # ESC+digit, which is what alt+digit sends, as the macOS Option character of that digit.
 # Both names mean alt+N here; typing those characters into an agent needs a paste.
@@ -159,6 +163,8 @@ class HiveApp(App[None], inherit_bindings=False):
                     yield LogPanel(id="log")
                 with TabPane("Inbox", id="tab-inbox"):
                     yield InboxPanel(id="inbox")
+                with TabPane("Memory", id="tab-memory"):
+                    yield MemoryPanel(self._memory_search, self.office.paths.hive, id="memory")
         yield Static(self._keys_line(), id="keys")
 
     def _reserved_keys(self) -> set[str]:
@@ -167,7 +173,7 @@ class HiveApp(App[None], inherit_bindings=False):
     def _keys_line(self) -> str:
         return (
             f" {self.prefix_label} then: 1-9 agent · n/p next/prev · z zoom · g grid · "
-            "b/t/l/i panels · s send · x pause · h halt · ? help · q quit   alt+1..9 agent"
+            "b/t/l/i/m panels · s send · x pause · h halt · ? help · q quit   alt+1..9 agent"
         )
 
     async def on_mount(self) -> None:
@@ -295,6 +301,10 @@ class HiveApp(App[None], inherit_bindings=False):
         self.query_one(InboxPanel).show(shown)
         if manager in self.roster:
             self.query_one(OfficeMap).update_agent(self.info(self.office.states[manager]))
+
+    def _memory_search(self, query: str) -> list[Hit]:
+        with open_store(self.office.paths) as store:
+            return store.search(query, caller=HUMAN, scope="all", limit=MEMORY_RESULTS)
 
     def _load_log(self) -> None:
         """Read what was appended to log.jsonl since last time (whole lines only)."""

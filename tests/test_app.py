@@ -250,3 +250,27 @@ async def test_the_prefix_key_is_configurable() -> None:
         assert app.focused.agent_id == "jim"
         assert "ctrl+a then" in str(app.query_one("#keys").render())
         await pilot.press("ctrl+a", "q")
+
+
+async def test_memory_tab_finds_office_knowledge_and_opens_its_source(app: HiveApp) -> None:
+    paths = app.office.paths
+    paths.board.write_text("# Plan\n\nThe flux_capacitor rollout waits for the staging soak.\n")
+    paths.mailbox("jim").notes.write_text("- jim's private: flux_capacitor password is in the vault\n")
+    async with app.run_test(size=(160, 48)) as pilot:
+        await until(pilot, lambda: isinstance(app.focused, TerminalPane), "a focused pane")
+        app.office.memory.changed({paths.board, paths.mailbox("jim").notes})
+        await pilot.press("ctrl+right_square_bracket", "m")
+        box = app.query_one("#memory-query")
+        box.focus()
+        await pilot.press(*"flux capacitor", "enter")
+        from textual.widgets import OptionList, Static
+
+        results = app.query_one("#memory-results", OptionList)
+        await until(pilot, lambda: results.option_count, "a result", timeout=10)
+        texts = [str(results.get_option_at_index(i).prompt) for i in range(results.option_count)]
+        assert any("board" in t and "staging soak" in t for t in texts), texts
+        assert not any("vault" in t for t in texts), "jim's private notes are not the person's"
+        await pilot.press("enter")
+        shown = str(app.query_one("#memory-text", Static).render())
+        assert "board.md" in shown and "staging soak" in shown
+        await pilot.press("ctrl+right_square_bracket", "q")

@@ -208,6 +208,7 @@ GREETING = (
         ("tab_tasks", (160, 48), keys("ctrl+right_square_bracket", "t")),
         ("tab_log", (160, 48), keys("ctrl+right_square_bracket", "l")),
         ("tab_inbox", (160, 48), keys("ctrl+right_square_bracket", "i")),
+        ("tab_memory", (160, 48), keys("ctrl+right_square_bracket", "m")),
         ("narrow_80x24", (80, 24), keys(data=GREETING)),
         ("claude_pane", (160, 48), feed("michael", claude_output())),
     ],
