@@ -35,6 +35,7 @@ class MemoryKeeper:
         self._store: MemoryStore | None = None
         self._changed: set[Path] = set()
         self._wake = asyncio.Event()
+        self._closed = False
 
     def changed(self, paths: set[Path]) -> None:
         """Hive files that changed (from the router or the watcher)."""
@@ -60,13 +61,15 @@ class MemoryKeeper:
                 if batch:
                     await loop.run_in_executor(self._thread, self._index, batch)
         finally:
+            self._closed = True
             await loop.run_in_executor(self._thread, self._close)
             self._thread.shutdown(wait=False)
 
     def idle(self, spec: AgentSpec) -> None:
         """The agent finished a turn: fold its notes if they call for it."""
-        loop = asyncio.get_running_loop()
-        loop.run_in_executor(self._thread, self._tidy, spec)
+        if self._closed:
+            return  # the office is shutting down; the next start's first idle will do it
+        asyncio.get_running_loop().run_in_executor(self._thread, self._tidy, spec)
 
     # --- on the memory thread ------------------------------------------------------------
 
