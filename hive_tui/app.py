@@ -330,7 +330,10 @@ class HiveApp(App[None], inherit_bindings=False):
 
     @on(TerminalPane.Input)
     def _typed(self, message: TerminalPane.Input) -> None:
-        self.office.states[message.agent_id].typed()
+        if message.by_person:
+            # The Stop drain and the wake path stand back while the person types; the
+            # terminal's own replies to the agent's queries are not typing.
+            self.office.states[message.agent_id].typed()
         self.office.supervisor.write(message.agent_id, message.data)
 
     @on(TerminalPane.Resized)

@@ -274,3 +274,17 @@ async def test_memory_tab_finds_office_knowledge_and_opens_its_source(app: HiveA
         shown = str(app.query_one("#memory-text", Static).render())
         assert "board.md" in shown and "staging soak" in shown
         await pilot.press("ctrl+right_square_bracket", "q")
+
+
+async def test_the_terminals_own_replies_are_not_the_persons_typing(app: HiveApp) -> None:
+    async with app.run_test(size=(160, 48)) as pilot:
+        await until(pilot, lambda: "READY" in "".join(app.pane("michael").render_line(y).text for y in range(4)),
+                    "recorder ready")
+        # The agent asks the terminal who it is (Claude Code does at start-up).
+        app.pane("michael").feed(b"\x1b[c")
+        await until(pilot, lambda: keys_of(app, "michael").startswith(b"\x1b["), "the terminal's answer")
+        assert app.office.states["michael"].typed_at is None, "an answer to a query is not typing"
+        await pilot.press("x")
+        await until(pilot, lambda: keys_of(app, "michael").endswith(b"x"), "a key")
+        assert app.office.states["michael"].typed_at is not None
+        await pilot.press("ctrl+right_square_bracket", "q")

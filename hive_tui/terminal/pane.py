@@ -92,12 +92,14 @@ class TerminalPane(Widget):
     """Shown centred instead of the screen, e.g. what to install when the CLI is missing."""
 
     class Input(Message):
-        """Bytes for the agent's pty: typed keys, a paste, mouse reports, query replies."""
+        """Bytes for the agent's pty: typed keys, a paste, mouse reports, query replies.
+        `by_person` is False for the terminal's own answers to the child's queries."""
 
-        def __init__(self, agent_id: str, data: bytes) -> None:
+        def __init__(self, agent_id: str, data: bytes, *, by_person: bool = True) -> None:
             super().__init__()
             self.agent_id = agent_id
             self.data = data
+            self.by_person = by_person
 
     class Resized(Message):
         """The pane's size changed: the pty should get the same size."""
@@ -141,7 +143,7 @@ class TerminalPane(Widget):
         self.emulator.feed(data)
         replies = self.emulator.take_replies()
         if replies:
-            self.post_message(self.Input(self.agent_id, replies))
+            self.post_message(self.Input(self.agent_id, replies, by_person=False))
         if self._frame is not None:
             self._frame.resume()
 
