@@ -228,3 +228,29 @@ def test_sigint_stops_cleanly_too(home: Path, tmp_path: Path) -> None:
     office = Serve(home, tmp_path / "serve.log")
     office.proc.send_signal(signal.SIGINT)
     assert office.proc.wait(timeout=30) == 0
+
+
+def test_the_persons_actions_on_a_headless_office(home: Path, tmp_path: Path) -> None:
+    office = Serve(home, tmp_path / "serve.log")
+    try:
+        def registry() -> dict[str, dict[str, object]]:
+            return {a["id"]: a for a in json.loads((home / "hive" / "registry.json").read_text())["agents"]}
+
+        assert "paused" in run("hive-office", "pause", "--home", str(home), "jim", home=home).stdout
+        wait_for(lambda: registry()["jim"]["paused"] is True, "jim paused in the registry")
+        run("hive-office", "resume", "--home", str(home), "jim", home=home)
+        wait_for(lambda: registry()["jim"]["paused"] is False, "jim resumed")
+        assert "next hook" in run("hive-office", "halt", "--home", str(home), "jim", home=home).stdout
+        run("hive-office", "archive", "--home", str(home), "pete", home=home)
+        wait_for(lambda: registry()["pete"]["status"] == "archived", "pete archived")
+        # Mail to an archived agent goes to the manager instead.
+        run("hive", "send", "--to", "pete", "--body", "look this up", home=home)
+        wait_for(lambda: list((home / "hive/agents/michael/inbox").glob("*-bounce.json")), "the bounce")
+        typed = run("hive-office", "type", "--home", str(home), "jim", "hi", home=home, check=False)
+        assert typed.returncode == 1 and "not running" in typed.stderr
+        unknown = run("hive-office", "pause", "--home", str(home), "toby", home=home, check=False)
+        assert unknown.returncode == 1 and "no agent 'toby'" in unknown.stderr
+    finally:
+        assert office.stop() == 0
+    down = run("hive-office", "pause", "--home", str(home), "jim", home=home, check=False)
+    assert down.returncode == 1 and "no office is running" in down.stderr

@@ -17,7 +17,7 @@ from hive_core.config import ConfigError, load_office
 from hive_core.hive import init_office
 from hive_core.office import Office, OfficeBusy, office_lock
 from hive_core.paths import HivePaths, resolve_home
-from hive_core.schema import ControlReply, ControlRequest
+from hive_core.schema import ControlCommand, ControlReply, ControlRequest
 
 HOME_HELP = "Office home (default: $HIVE_HOME, else ~/.hive-office)."
 
@@ -59,8 +59,11 @@ def cli(ctx: click.Context, home: str | None, demo: bool) -> None:
 
 def _need_terminal() -> None:
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        _fail("the office on screen needs a terminal; run it in one (tmux and SSH are fine), "
-              "or use `hive-office serve` for the office without a screen.", code=2)
+        _fail(
+            "the office on screen needs a terminal; run it in one (tmux and SSH are fine), "
+            "or use `hive-office serve` for the office without a screen.",
+            code=2,
+        )
 
 
 def _demo(home: str | None) -> None:
@@ -70,10 +73,14 @@ def _demo(home: str | None) -> None:
 
     _need_terminal()
     paths = HivePaths(demo_home(home))
-    missing = shutil.which("claude", path=os.pathsep.join([*tool_path(), os.environ.get("PATH", "")]))
+    missing = shutil.which(
+        "claude", path=os.pathsep.join([*tool_path(), os.environ.get("PATH", "")])
+    )
     if missing is None:
-        _fail("the demo runs real Claude Code agents and `claude` is not installed. Run "
-              "./scripts/setup (it installs a pinned one) or `npm install -g @anthropic-ai/claude-code`.")
+        _fail(
+            "the demo runs real Claude Code agents and `claude` is not installed. Run "
+            "./scripts/setup (it installs a pinned one) or `npm install -g @anthropic-ai/claude-code`."
+        )
     try:
         with office_lock(paths):
             demo = start_demo(paths.home)
@@ -223,54 +230,47 @@ def type_(ctx: click.Context, home: str | None, no_enter: bool, agent: str, text
     )
 
 
-@cli.command()
-@click.option("--home", metavar="DIR", help=HOME_HELP)
-@click.argument("agent")
-@click.pass_context
-def pause(ctx: click.Context, home: str | None, agent: str) -> None:
-    """Pause AGENT: its next tool call is refused and it is not kept working for mail."""
-    _control(home or ctx.obj["home"], ControlRequest(cmd="pause", agent=agent))
-    click.echo(f"{agent} is paused; `hive-office resume {agent}` lets it go on.")
+# The person's one-agent actions on a running office: (command, help, what to say after).
+AGENT_ACTIONS: list[tuple[ControlCommand, str, str]] = [
+    (
+        "pause",
+        "Pause AGENT: its next tool call is refused and it is not kept working for mail.",
+        "{agent} is paused; `hive-office resume {agent}` lets it go on.",
+    ),
+    ("resume", "Resume a paused or halted AGENT.", "{agent} is resumed."),
+    (
+        "halt",
+        "Halt AGENT: it stops at its next hook (`resume` lets it go on).",
+        "{agent} will stop at its next hook.",
+    ),
+    (
+        "archive",
+        "Archive AGENT: its CLI stops and mail to it goes to the manager (`spawn` brings it back).",
+        "{agent} is archived.",
+    ),
+    (
+        "spawn",
+        "Start AGENT if it is not running (an archived agent comes back to the floor).",
+        "{agent} is starting.",
+    ),
+]
 
 
-@cli.command()
-@click.option("--home", metavar="DIR", help=HOME_HELP)
-@click.argument("agent")
-@click.pass_context
-def resume(ctx: click.Context, home: str | None, agent: str) -> None:
-    """Resume a paused AGENT."""
-    _control(home or ctx.obj["home"], ControlRequest(cmd="resume", agent=agent))
-    click.echo(f"{agent} is resumed.")
+def _agent_action(command: ControlCommand, help_text: str, done: str) -> click.Command:
+    @click.pass_context
+    def action(ctx: click.Context, home: str | None, agent: str) -> None:
+        _control(home or ctx.obj["home"], ControlRequest(cmd=command, agent=agent))
+        click.echo(done.format(agent=agent))
+
+    action.__doc__ = help_text
+    decorated = click.option("--home", metavar="DIR", help=HOME_HELP)(
+        click.argument("agent")(action)
+    )
+    return click.command(command)(decorated)
 
 
-@cli.command()
-@click.option("--home", metavar="DIR", help=HOME_HELP)
-@click.argument("agent")
-@click.pass_context
-def halt(ctx: click.Context, home: str | None, agent: str) -> None:
-    """Halt AGENT: it stops at its next hook (`resume` lets it go on)."""
-    _control(home or ctx.obj["home"], ControlRequest(cmd="halt", agent=agent))
-    click.echo(f"{agent} will stop at its next hook.")
-
-
-@cli.command()
-@click.option("--home", metavar="DIR", help=HOME_HELP)
-@click.argument("agent")
-@click.pass_context
-def archive(ctx: click.Context, home: str | None, agent: str) -> None:
-    """Archive AGENT: its CLI stops and mail to it goes to the manager (`spawn` brings it back)."""
-    _control(home or ctx.obj["home"], ControlRequest(cmd="archive", agent=agent))
-    click.echo(f"{agent} is archived.")
-
-
-@cli.command()
-@click.option("--home", metavar="DIR", help=HOME_HELP)
-@click.argument("agent")
-@click.pass_context
-def spawn(ctx: click.Context, home: str | None, agent: str) -> None:
-    """Start AGENT if it is not running (an archived agent comes back to the floor)."""
-    _control(home or ctx.obj["home"], ControlRequest(cmd="spawn", agent=agent))
-    click.echo(f"{agent} is starting.")
+for _command, _help, _done in AGENT_ACTIONS:
+    cli.add_command(_agent_action(_command, _help, _done))
 
 
 def main() -> None:
