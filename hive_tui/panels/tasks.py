@@ -7,13 +7,11 @@ agents, and `[b]` in a title must show as typed.
 from __future__ import annotations
 
 from rich.text import Text
-from textual.app import ComposeResult
-from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
-from textual.widgets import DataTable, Static
 
 from hive_core.cli.render import clean, one_line
 from hive_core.schema import Ledger, Task
+from hive_tui.panels.rows import Row, RowsPanel
 
 EMPTY_TASKS = "No tasks yet: the manager adds them with `hive task add`."
 COLUMNS = ("id", "title", "assignee", "status", "pri", "depends on", "?")
@@ -89,7 +87,7 @@ def task_detail(task: Task) -> Text:
     return text
 
 
-class TasksPanel(Vertical):
+class TasksPanel(RowsPanel):
     """The task ledger. Keys: up/down (and pageup/pagedown, home/end) move through the
     tasks, the highlighted one shows in full below; enter posts `TasksPanel.Open` (the
     app opens it, e.g. to answer its questions). A `?N` marks N unanswered questions
@@ -101,6 +99,9 @@ class TasksPanel(Vertical):
     TasksPanel > #task-detail { height: 1fr; border-top: solid $primary-muted; padding: 0 1; }
     TasksPanel > #tasks-empty { color: $text-muted; text-style: italic; padding: 0 1; }
     """
+    EMPTY_TEXT = EMPTY_TASKS
+    COLUMNS = COLUMNS
+    EMPTY_ID, TABLE_ID, DETAIL_ID = "tasks-empty", "tasks-table", "task-detail"
 
     class Open(Message):
         """The person pressed enter on a task."""
@@ -111,63 +112,20 @@ class TasksPanel(Vertical):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self._ledger = Ledger()
         self._tasks: dict[str, Task] = {}
-
-    def compose(self) -> ComposeResult:
-        yield Static(EMPTY_TASKS, id="tasks-empty", markup=False)
-        table: DataTable[Text] = DataTable(id="tasks-table", cursor_type="row", zebra_stripes=True)
-        table.add_columns(*COLUMNS)
-        yield table
-        with VerticalScroll(id="task-detail"):
-            yield Static(id="task-detail-text", markup=False)
-
-    def on_mount(self) -> None:
-        self._fill()
 
     def show(self, ledger: Ledger) -> None:
         """Replace the table; the highlighted task stays highlighted if it still exists."""
-        self._ledger = ledger
-        if self.is_mounted:
-            self._fill()
+        self._tasks = {task.id: task for task in ordered(ledger)}
+        self.refill()
 
-    def _fill(self) -> None:
-        table = self.query_one("#tasks-table", DataTable)
-        current = self.highlighted
-        tasks = ordered(self._ledger)
-        self._tasks = {task.id: task for task in tasks}
-        done = {task.id for task in tasks if task.status == "done"}
-        table.clear()
-        for task in tasks:
-            table.add_row(*task_row(task, done), key=task.id)
-        self._set_empty(not tasks)
-        if current in self._tasks:
-            table.move_cursor(row=table.get_row_index(current), animate=False)
-        self._show_detail()
+    def rows(self) -> list[Row]:
+        done = {task.id for task in self._tasks.values() if task.status == "done"}
+        return [(task.id, task_row(task, done)) for task in self._tasks.values()]
 
-    @property
-    def highlighted(self) -> str | None:
-        """The id of the highlighted task."""
-        table = self.query_one("#tasks-table", DataTable)
-        if not table.row_count:
-            return None
-        return table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+    def detail(self, key: str) -> Text:
+        task = self._tasks.get(key)
+        return task_detail(task) if task else Text()
 
-    def _set_empty(self, empty: bool) -> None:
-        self.query_one("#tasks-empty").display = empty
-        self.query_one("#tasks-table").display = not empty
-        self.query_one("#task-detail").display = not empty
-
-    def _show_detail(self) -> None:
-        task = self._tasks.get(self.highlighted or "")
-        detail = self.query_one("#task-detail-text", Static)
-        detail.update(task_detail(task) if task else Text())
-
-    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        event.stop()
-        self._show_detail()
-
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        event.stop()
-        if event.row_key.value is not None:
-            self.post_message(self.Open(event.row_key.value))
+    def opened(self, key: str) -> Message:
+        return self.Open(key)

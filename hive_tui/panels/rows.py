@@ -1,0 +1,93 @@
+"""What the Tasks and Inbox tabs share: a table of rows keyed by id, the highlighted
+row in full below it, an empty-state line, and enter to open a row."""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Sequence
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical, VerticalScroll
+from textual.message import Message
+from textual.widgets import DataTable, Static
+
+Row = tuple[str, tuple[Text, ...]]  # (key, cells)
+
+
+class RowsPanel(Vertical):
+    """Subclasses name their ids and columns and say what a row shows and opens."""
+
+    EMPTY_TEXT: ClassVar[str]
+    COLUMNS: ClassVar[tuple[str, ...]]
+    EMPTY_ID: ClassVar[str]
+    TABLE_ID: ClassVar[str]
+    DETAIL_ID: ClassVar[str]
+
+    def compose(self) -> ComposeResult:
+        yield Static(self.EMPTY_TEXT, id=self.EMPTY_ID, markup=False)
+        table: DataTable[Text] = DataTable(id=self.TABLE_ID, cursor_type="row", zebra_stripes=True)
+        table.add_columns(*self.COLUMNS)
+        yield table
+        with VerticalScroll(id=self.DETAIL_ID):
+            yield Static(id=f"{self.DETAIL_ID}-text", markup=False)
+
+    @abstractmethod
+    def rows(self) -> Sequence[Row]:
+        """The rows to list, in order."""
+
+    @abstractmethod
+    def detail(self, key: str) -> Text:
+        """Everything about one row, for the pane under the table."""
+
+    @abstractmethod
+    def opened(self, key: str) -> Message:
+        """What enter on a row posts."""
+
+    def on_mount(self) -> None:
+        self._fill()
+
+    def refill(self) -> None:
+        """Relist the rows; the highlighted one stays highlighted if it is still there.
+        Before mounting there is no table yet: on_mount lists them."""
+        if self.is_mounted:
+            self._fill()
+
+    def _fill(self) -> None:
+        table = self.query_one(f"#{self.TABLE_ID}", DataTable)
+        current = self.highlighted
+        rows = self.rows()
+        table.clear()
+        for key, cells in rows:
+            table.add_row(*cells, key=key)
+        empty = not rows
+        self.query_one(f"#{self.EMPTY_ID}").display = empty
+        table.display = not empty
+        self.query_one(f"#{self.DETAIL_ID}").display = not empty
+        if current in {key for key, _ in rows}:
+            table.move_cursor(row=table.get_row_index(current), animate=False)
+        self._show_detail()
+
+    @property
+    def highlighted(self) -> str | None:
+        """The key of the highlighted row."""
+        table = self.query_one(f"#{self.TABLE_ID}", DataTable)
+        if not table.row_count:
+            return None
+        return table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+
+    def _show_detail(self) -> None:
+        key = self.highlighted
+        self.query_one(f"#{self.DETAIL_ID}-text", Static).update(
+            self.detail(key) if key else Text()
+        )
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        event.stop()
+        self._show_detail()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        if event.row_key.value is not None:
+            self.post_message(self.opened(event.row_key.value))
