@@ -31,6 +31,8 @@ from hive_core.agents.provider import (
     LaunchContext,
     agent_cwd,
     office_env,
+    program_argv,
+    text_field,
 )
 from hive_core.fsio import atomic_write
 from hive_core.schema import AgentSpec
@@ -115,9 +117,7 @@ class ClaudeProvider:
         mcp = ctx.paths.agent_settings / f"{ctx.agent.id}.mcp.json"
         hive = shutil.which("hive", path=env["PATH"]) or "hive"
         atomic_write(mcp, msgspec.json.format(msgspec.json.encode(mcp_config_for(hive))))
-        program = ctx.agent.command or [self.executable(ctx.agent)]
-        resolved = shutil.which(program[0], path=env["PATH"]) or program[0]
-        argv = [resolved, *program[1:], "--settings", str(path)]
+        argv = [*program_argv(ctx.agent, self.executable(ctx.agent), env), "--settings", str(path)]
         # `--mcp-config` takes several values: the `=` form keeps it from swallowing the
         # next argument. Without --strict-mcp-config the user's own servers still load.
         argv += [f"--mcp-config={mcp}"]
@@ -136,14 +136,14 @@ class ClaudeProvider:
         tool_input = raw.get("tool_input")
         return CanonicalEvent(
             name=name,
-            session_id=_str(raw.get("session_id")),
-            tool_name=_str(raw.get("tool_name")),
+            session_id=text_field(raw.get("session_id")),
+            tool_name=text_field(raw.get("tool_name")),
             tool_input=tool_input if isinstance(tool_input, dict) else {},
-            prompt=_str(raw.get("prompt")),
+            prompt=text_field(raw.get("prompt")),
             stop_hook_active=raw.get("stop_hook_active") is True,
-            notification_type=_str(raw.get("notification_type")),
-            message=_str(raw.get("message")),
-            cwd=_str(raw.get("cwd")),
+            notification_type=text_field(raw.get("notification_type")),
+            message=text_field(raw.get("message")),
+            cwd=text_field(raw.get("cwd")),
         )
 
     def render(self, event: CanonicalEvent, decision: HookDecision) -> HookAnswer:
@@ -168,7 +168,3 @@ class ClaudeProvider:
         if output is None:
             return HookAnswer()
         return HookAnswer(stdout=msgspec.json.encode(output).decode())
-
-
-def _str(value: object) -> str | None:
-    return value if isinstance(value, str) else None

@@ -50,7 +50,6 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +64,8 @@ from hive_core.agents.provider import (
     LaunchContext,
     agent_cwd,
     office_env,
+    program_argv,
+    text_field,
 )
 from hive_core.fsio import atomic_write
 from hive_core.paths import HivePaths
@@ -100,15 +101,15 @@ def config_toml(ctx: LaunchContext) -> str:
     agent = ctx.agent
     lines = [f"# Written by hive-office for agent {agent.id} at every start; edits are lost."]
     if agent.model:
-        lines.append(f"model = {_toml_str(agent.model)}")
+        lines.append(f"model = {_tomltext_field(agent.model)}")
     if not agent.web:
         lines.append('web_search = "disabled"')
-    roots = [_toml_str(str(ctx.paths.mailbox(agent.id).root))]
+    roots = [_tomltext_field(str(ctx.paths.mailbox(agent.id).root))]
     lines += ["", "[sandbox_workspace_write]", f"writable_roots = [{', '.join(roots)}]"]
     # Codex keys trust by the resolved path of the folder it starts in.
-    project = _toml_str(str(agent_cwd(agent).resolve()))
+    project = _tomltext_field(str(agent_cwd(agent).resolve()))
     lines += ["", f"[projects.{project}]", 'trust_level = "trusted"']
-    command = _toml_str(shlex.join(ctx.hook_command))
+    command = _tomltext_field(shlex.join(ctx.hook_command))
     for event in EVENTS:
         lines += [
             "",
@@ -138,37 +139,37 @@ class CodexProvider:
         atomic_write(home / "AGENTS.md", ctx.system_prompt.encode())
         env = office_env(ctx)
         env["CODEX_HOME"] = str(home)
-        program = ctx.agent.command or [self.executable(ctx.agent)]
-        resolved = shutil.which(program[0], path=env["PATH"]) or program[0]
-        argv = [resolved, *program[1:]]
+        argv = program_argv(ctx.agent, self.executable(ctx.agent), env)
         if ctx.resume:
             argv += ["resume", ctx.session_id]
         argv.append(BYPASS_HOOK_TRUST)
         return Launch(argv=argv, env=env, cwd=agent_cwd(ctx.agent))
 
     def canonical(self, raw: dict[str, Any]) -> CanonicalEvent | None:
-        name = EVENTS.get(_str(raw.get("hook_event_name")) or "")
+        name = EVENTS.get(text_field(raw.get("hook_event_name")) or "")
         if name is None:
             return None
-        tool = _str(raw.get("tool_name"))
+        tool = text_field(raw.get("tool_name"))
         raw_input = raw.get("tool_input")
         tool_input = dict(raw_input) if isinstance(raw_input, dict) else {}
         notification_type = message = None
         if name == "Notification":
             notification_type = "permission_prompt"
-            message = _str(tool_input.get("description")) or _str(tool_input.get("command"))
+            message = text_field(tool_input.get("description")) or text_field(
+                tool_input.get("command")
+            )
         if tool == "apply_patch":
             tool_input.update(_patch_paths(tool_input.get("command")))
         return CanonicalEvent(
             name=name,
-            session_id=_str(raw.get("session_id")),
+            session_id=text_field(raw.get("session_id")),
             tool_name=TOOLS.get(tool, tool) if tool else None,
             tool_input=tool_input,
-            prompt=_str(raw.get("prompt")),
+            prompt=text_field(raw.get("prompt")),
             stop_hook_active=raw.get("stop_hook_active") is True,
             notification_type=notification_type,
             message=message,
-            cwd=_str(raw.get("cwd")),
+            cwd=text_field(raw.get("cwd")),
         )
 
     def render(self, event: CanonicalEvent, decision: HookDecision) -> HookAnswer:
@@ -207,10 +208,6 @@ def _patch_paths(patch: object) -> dict[str, Any]:
     return {"file_path": paths[0], "file_paths": paths} if paths else {}
 
 
-def _toml_str(value: str) -> str:
+def _tomltext_field(value: str) -> str:
     # A JSON string is a TOML basic string, except that TOML also forbids a raw DEL.
     return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
-
-
-def _str(value: object) -> str | None:
-    return value if isinstance(value, str) else None

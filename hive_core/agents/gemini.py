@@ -47,7 +47,6 @@ What Gemini does not offer:
 from __future__ import annotations
 
 import shlex
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +61,8 @@ from hive_core.agents.provider import (
     LaunchContext,
     agent_cwd,
     office_env,
+    program_argv,
+    text_field,
 )
 from hive_core.fsio import atomic_write
 from hive_core.paths import HivePaths
@@ -145,31 +146,29 @@ class GeminiProvider:
         env = office_env(ctx)
         env[SETTINGS_PATH_VAR] = str(folder / "settings.json")
         env["GEMINI_CLI_TRUST_WORKSPACE"] = "true"
-        program = ctx.agent.command or [self.executable(ctx.agent)]
-        resolved = shutil.which(program[0], path=env["PATH"]) or program[0]
-        argv = [resolved, *program[1:]]
+        argv = program_argv(ctx.agent, self.executable(ctx.agent), env)
         argv += ["--resume", ctx.session_id] if ctx.resume else ["--session-id", ctx.session_id]
         if ctx.agent.model:
             argv += ["--model", ctx.agent.model]
         return Launch(argv=argv, env=env, cwd=agent_cwd(ctx.agent))
 
     def canonical(self, raw: dict[str, Any]) -> CanonicalEvent | None:
-        name = EVENTS.get(_str(raw.get("hook_event_name")) or "")
+        name = EVENTS.get(text_field(raw.get("hook_event_name")) or "")
         if name is None:
             return None
-        tool = _str(raw.get("tool_name"))
+        tool = text_field(raw.get("tool_name"))
         tool_input = raw.get("tool_input")
-        kind = _str(raw.get("notification_type"))
+        kind = text_field(raw.get("notification_type"))
         return CanonicalEvent(
             name=name,
-            session_id=_str(raw.get("session_id")),
+            session_id=text_field(raw.get("session_id")),
             tool_name=TOOLS.get(tool, tool) if tool else None,
             tool_input=tool_input if isinstance(tool_input, dict) else {},
-            prompt=_str(raw.get("prompt")),
+            prompt=text_field(raw.get("prompt")),
             stop_hook_active=raw.get("stop_hook_active") is True,
             notification_type=NOTIFICATIONS.get(kind, kind) if kind else None,
-            message=_str(raw.get("message")),
-            cwd=_str(raw.get("cwd")),
+            message=text_field(raw.get("message")),
+            cwd=text_field(raw.get("cwd")),
         )
 
     def render(self, event: CanonicalEvent, decision: HookDecision) -> HookAnswer:
@@ -183,7 +182,3 @@ class GeminiProvider:
         if output is None:
             return HookAnswer()
         return HookAnswer(stdout=msgspec.json.encode(output).decode())
-
-
-def _str(value: object) -> str | None:
-    return value if isinstance(value, str) else None

@@ -8,6 +8,7 @@ the office's canonical decision back into the reply that CLI understands.
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -143,3 +144,15 @@ def office_env(ctx: LaunchContext) -> dict[str, str]:
 
 def agent_cwd(agent: AgentSpec) -> Path:
     return Path(agent.cwd).expanduser()
+
+
+def program_argv(agent: AgentSpec, default: str, env: dict[str, str]) -> list[str]:
+    """The roster's `command` (or the provider's default program), its first word
+    resolved on the agent's own PATH so the office's PATH does not decide."""
+    program = agent.command or [default]
+    return [shutil.which(program[0], path=env["PATH"]) or program[0], *program[1:]]
+
+
+def text_field(value: object) -> str | None:
+    """A hook payload field, if it is a string (payloads come from another program)."""
+    return value if isinstance(value, str) else None

@@ -99,7 +99,9 @@ class Supervisor:
             if state.status != "archived" and not state.spec.archived and not state.spec.send_only:
                 await self.start(state.id, first_prompt=(first_prompts or {}).get(state.id))
 
-    async def start(self, agent_id: str, *, fresh: bool = False, first_prompt: str | None = None) -> bool:
+    async def start(
+        self, agent_id: str, *, fresh: bool = False, first_prompt: str | None = None
+    ) -> bool:
         state = self.states[agent_id]
         if agent_id in self.sessions and self.sessions[agent_id].alive:
             return True
