@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from rich.markup import escape
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Button, Label, Static, TextArea
 
 from hive_core.cli.render import clean
 from hive_core.schema import Message
+from hive_tui.screens.form import FormScreen
 
 
-class AnswerScreen(ModalScreen[str | None]):
+class AnswerScreen(FormScreen[str]):
     """Returns the answer text, or None if the person closed it without answering."""
 
     DEFAULT_CSS = """
@@ -26,10 +23,6 @@ class AnswerScreen(ModalScreen[str | None]):
     #answer Horizontal { height: auto; }
     #error { color: $error; height: auto; }
     """
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "cancel", "cancel"),
-        Binding("ctrl+s", "send", "send"),
-    ]
 
     def __init__(self, message: Message) -> None:
         super().__init__()
@@ -52,18 +45,9 @@ class AnswerScreen(ModalScreen[str | None]):
     def on_mount(self) -> None:
         self.query_one("#text", TextArea).focus()
 
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "send-button":
-            self.action_send()
-        else:
-            self.action_cancel()
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
-
     def action_send(self) -> None:
         text = self.query_one("#text", TextArea).text.strip()
         if not text:
-            self.query_one("#error", Label).update("Write an answer first (or esc to close).")
+            self.error("Write an answer first (or esc to close).")
             return
         self.dismiss(text)

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, TextArea
 
 from hive_core.mail import check_draft
 from hive_core.schema import ACTS, Draft
+from hive_tui.screens.form import FormScreen
 
 
-class SendScreen(ModalScreen[Draft | None]):
+class SendScreen(FormScreen[Draft]):
     """Returns the Draft to send, or None if the person cancelled."""
 
     DEFAULT_CSS = """
@@ -25,10 +22,6 @@ class SendScreen(ModalScreen[Draft | None]):
     #body { height: 8; }
     #error { color: $error; height: auto; }
     """
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "cancel", "cancel"),
-        Binding("ctrl+s", "send", "send"),
-    ]
 
     def __init__(self, roster: list[str], to: str) -> None:
         super().__init__()
@@ -52,26 +45,17 @@ class SendScreen(ModalScreen[Draft | None]):
     def on_mount(self) -> None:
         self.query_one("#subject", Input).focus()
 
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "send-button":
-            self.action_send()
-        else:
-            self.action_cancel()
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
-
     def action_send(self) -> None:
         to = str(self.query_one("#to", Select).value)
         act = str(self.query_one("#act", Select).value)
         subject = self.query_one("#subject", Input).value.strip()
         body = self.query_one("#body", TextArea).text
         if not subject and not body.strip():
-            self.query_one("#error", Label).update("Write a subject or a body first.")
+            self.error("Write a subject or a body first.")
             return
         draft = Draft(to=to, act=act, subject=subject, body=body)  # type: ignore[arg-type]
         problem = check_draft(draft)
         if problem:
-            self.query_one("#error", Label).update(problem[0].upper() + problem[1:])
+            self.error(problem[0].upper() + problem[1:])
             return
         self.dismiss(draft)
