@@ -73,10 +73,10 @@ def _demo(home: str | None) -> None:
 
     _need_terminal()
     paths = HivePaths(demo_home(home))
-    missing = shutil.which(
+    claude = shutil.which(
         "claude", path=os.pathsep.join([*tool_path(), os.environ.get("PATH", "")])
     )
-    if missing is None:
+    if claude is None:
         _fail(
             "the demo runs real Claude Code agents and `claude` is not installed. Run "
             "./scripts/setup (it installs a pinned one) or `npm install -g @anthropic-ai/claude-code`."
