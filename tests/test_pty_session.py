@@ -170,13 +170,14 @@ def test_write_reaches_the_child_and_resize_changes_stty_size(tmp_path: Path) ->
 
 def test_resize_sends_sigwinch_to_the_child(tmp_path: Path) -> None:
     child = (
+        # The signal is blocked and taken with sigwait, so the report is never printed
+        # from a handler that interrupted another print (a "reentrant call" error).
         "import os, signal\n"
-        "def winch(*_):\n"
-        "    print('winch', *os.get_terminal_size(0), flush=True)\n"
-        "signal.signal(signal.SIGWINCH, winch)\n"
+        "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGWINCH})\n"
         "print('ready', flush=True)\n"
         "while True:\n"
-        "    signal.pause()\n"
+        "    signal.sigwait({signal.SIGWINCH})\n"
+        "    print('winch', *os.get_terminal_size(0), flush=True)\n"
     )
 
     async def main() -> None:

@@ -23,6 +23,7 @@ from hive_core.scripted_model.scenario import (
     has_tool_result,
     is_main,
     last_user_texts,
+    tool_result_says,
     turn,
     user_says,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "has_tool_result",
     "is_main",
     "last_user_texts",
+    "tool_result_says",
     "turn",
     "user_says",
 ]

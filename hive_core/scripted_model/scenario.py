@@ -53,6 +53,9 @@ class Turn:
     # Blocks made from the request itself (e.g. a reply to the message id the agent was
     # just told about); used instead of `blocks` when given.
     build: Callable[[Request], Sequence[Block]] | None = None
+    # Play this turn again (fresh tool ids) while the request answering it matches: a
+    # real model retries a tool the CLI could not run yet (an MCP server still starting).
+    again_if: Predicate | None = None
 
     @property
     def stop_reason(self) -> str:
@@ -65,10 +68,16 @@ def turn(
     label: str = "",
     delay: float = 0.0,
     build: Callable[[Request], Sequence[Block]] | None = None,
+    again_if: Predicate | None = None,
 ) -> Turn:
     """A turn; bare strings become text blocks."""
     return Turn(
-        match, tuple(Text(b) if isinstance(b, str) else b for b in blocks), label, delay, build
+        match,
+        tuple(Text(b) if isinstance(b, str) else b for b in blocks),
+        label,
+        delay,
+        build,
+        again_if,
     )
 
 
@@ -126,6 +135,12 @@ def has_tool_result() -> Predicate:
     return match
 
 
+def tool_result_says(needle: str) -> Predicate:
+    """The last user message answers a tool call and contains `needle`."""
+    answered = has_tool_result()
+    return lambda request: answered(request) and user_says(needle)(request)
+
+
 def anything(request: Request) -> bool:
     return True
 
@@ -148,6 +163,7 @@ class Scenario:
         self.fallback = Turn(anything, (Text(fallback),), label="fallback")
         self.side_reply = side_reply
         self._next = 0
+        self.replays = 0
         self._lock = threading.Lock()
 
     @property
@@ -164,6 +180,10 @@ class Scenario:
         if not is_main(request):
             return self._side_turn(request), None
         with self._lock:
+            previous = self.turns[self._next - 1] if self._next else None
+            if previous is not None and previous.again_if and previous.again_if(request):
+                self.replays += 1
+                return _fresh_ids(previous), self._next - 1
             if self._next < len(self.turns) and self.turns[self._next].match(request):
                 index = self._next
                 self._next += 1
@@ -183,3 +203,11 @@ class Scenario:
             reply = {name: self.side_reply for name in schema.get("required") or props}
             return Turn(anything, (Text(json.dumps(reply)),), label="side")
         return Turn(anything, (Text(self.side_reply),), label="side")
+
+
+def _fresh_ids(turn: Turn) -> Turn:
+    """The same turn with new tool ids, so a replay never reuses an answered call's id."""
+    blocks = tuple(
+        ToolUse(b.name, b.input) if isinstance(b, ToolUse) else b for b in turn.blocks
+    )
+    return replace(turn, blocks=blocks, delay=max(turn.delay, 0.2))
