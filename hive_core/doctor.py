@@ -14,6 +14,7 @@ import pygit2
 from hive_core.agents.providers import providers
 from hive_core.agents.supervisor import tool_path
 from hive_core.config import ConfigError, load_office
+from hive_core.health import read_health
 from hive_core.paths import HivePaths
 
 # AF_UNIX socket paths hold at most 107 bytes on Linux.
@@ -64,6 +65,8 @@ def run_checks(paths: HivePaths) -> list[Check]:
             else "office not running (start it with `hive-office serve`)",
         )
     )
+    if pid:
+        checks.extend(_health_checks(paths, pid))
     search = os.pathsep.join([*tool_path(), os.environ.get("PATH", "")])
     known = providers()
     for agent in config.agents:
@@ -86,6 +89,17 @@ def run_checks(paths: HivePaths) -> list[Check]:
                 )
             )
     return checks
+
+
+def _health_checks(paths: HivePaths, pid: int) -> list[Check]:
+    """What the running office says is wrong with it (hive_core/health.py)."""
+    health = read_health(paths.health_file)
+    if health is None or health.pid != pid:
+        return [Check(False, "the running office has not published its health", "see `hive log`")]
+    return [
+        Check(False, f"{p.component}: {p.detail} (since {p.since})", "see `hive log` for the cause")
+        for p in health.problems
+    ]
 
 
 def _office_pid(paths: HivePaths) -> int | None:

@@ -13,7 +13,8 @@ import fcntl
 import hmac
 import os
 import socket
-from collections.abc import Callable, Iterator
+import sys
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from hive_core.config import load_office
 from hive_core.control import ControlServer
 from hive_core.events.plane import EventPlane
 from hive_core.events.server import HookServer
+from hive_core.health import HealthBoard, Problem
 from hive_core.hive import ensure_mailbox, read_registry, write_registry
 from hive_core.ids import created_at_of, new_message_id, utc_now_iso
 from hive_core.mail import find_message, mark_done, write_draft
@@ -64,6 +66,11 @@ PASTE_START, PASTE_END = b"\x1b[200~", b"\x1b[201~"
 ENTER_DELAY_S = 0.5
 # Hooks fire in bursts; registry.json is rewritten at most this often.
 REGISTRY_INTERVAL_S = 0.25
+# A loop that dies is restarted after this long, doubling up to the cap; one that then
+# runs this long without failing is taken as recovered.
+RESTART_BACKOFF_S = 0.5
+RESTART_BACKOFF_MAX_S = 30.0
+RECOVERED_AFTER_S = 60.0
 
 
 class OfficeBusy(Exception):
@@ -111,6 +118,7 @@ class Listeners:
     agent: list[Callable[[AgentState], None]] = field(default_factory=list)
     routed: list[Callable[[str, list[str]], None]] = field(default_factory=list)
     hive: list[Callable[[set[Path]], None]] = field(default_factory=list)
+    health: list[Callable[[list[Problem]], None]] = field(default_factory=list)
 
 
 class Office:
@@ -175,7 +183,11 @@ class Office:
             log=self._agent_log,
         )
         self.listeners = Listeners()
+        self.health = HealthBoard(
+            paths.health_file, on_change=lambda p: self._tell(self.listeners.health, p)
+        )
         self._kicked: set[str] = set()
+        self._recover_marks: dict[str, int] = {}
         self._wake = asyncio.Event()
         self._registry_dirty = asyncio.Event()
 
@@ -419,22 +431,32 @@ class Office:
     # --- running --------------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event) -> None:
+        self.health.publish()
         self.prepare()
-        self.router.recover()
-        self.router.scan_all()
+        # Nothing left over from a previous run may keep the office from starting: what
+        # fails here is reported, and the route loop tries again.
+        self._guarded("route", self.router.recover)
+        self._guarded("route", self.router.scan_all)
         kick = await self._open_kick_socket()
         await self.hooks.start()
         await self.control.start()
         # The committer stops last, after the final routing pass, so its last commit
         # holds everything.
         commit_stop = asyncio.Event()
-        committing = asyncio.create_task(self.committer.run(commit_stop), name="commit")
+        committing = asyncio.create_task(
+            self._supervised("commit", lambda: self.committer.run(commit_stop), commit_stop),
+            name="commit",
+        )
+        bodies: dict[str, Callable[[], Awaitable[None]]] = {
+            "watch": lambda: self._watch(stop),
+            "route": lambda: self._route_loop(stop),
+            "registry": lambda: self._registry_loop(stop),
+            "wake": lambda: self.watchdog.run(stop),
+            "memory": lambda: self.memory.run(stop),
+        }
         loops = [
-            asyncio.create_task(self._watch(stop), name="watch"),
-            asyncio.create_task(self._route_loop(stop), name="route"),
-            asyncio.create_task(self._registry_loop(stop), name="registry"),
-            asyncio.create_task(self.watchdog.run(stop), name="wake"),
-            asyncio.create_task(self.memory.run(stop), name="memory"),
+            asyncio.create_task(self._supervised(name, body, stop), name=name)
+            for name, body in bodies.items()
         ]
         try:
             if self.with_agents:
@@ -455,13 +477,65 @@ class Office:
             kick.close()
             self.paths.kick_socket.unlink(missing_ok=True)
             await asyncio.gather(*loops, return_exceptions=True)
-            self.router.scan_all()
+            self._guarded("route", self.router.scan_all)
             for state in self.states.values():
                 if state.status not in ("offline", "archived"):
                     state.status = "exited"
             self.write_registry()
             commit_stop.set()
             await committing
+
+    async def _supervised(
+        self, name: str, body: Callable[[], Awaitable[None]], stop: asyncio.Event
+    ) -> None:
+        """Run one of the office's loops until `stop`; if it dies, say so loudly (log,
+        health for `doctor` and the app) and start it again with backoff."""
+        loop = asyncio.get_running_loop()
+        backoff = RESTART_BACKOFF_S
+        failures = 0
+        while True:
+            started = loop.time()
+            try:
+                await body()
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                failures += 1
+                if loop.time() - started >= RECOVERED_AFTER_S:
+                    backoff = RESTART_BACKOFF_S
+                detail = (
+                    f"the {name} loop failed ({exc!r}); restarted {failures} time(s), "
+                    f"next in {backoff:g} s"
+                )
+                self._office_log(detail)
+                self.health.report(f"loop:{name}", detail)
+                if stop.is_set():
+                    return
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), backoff)
+                backoff = min(backoff * 2, RESTART_BACKOFF_MAX_S)
+                loop.call_later(RECOVERED_AFTER_S, self._maybe_recovered, name, failures)
+                self._recover_marks[name] = failures
+
+    def _maybe_recovered(self, name: str, failures: int) -> None:
+        if self._recover_marks.get(name) == failures:
+            self.health.clear(f"loop:{name}")
+
+    def _guarded(self, component: str, step: Callable[[], object]) -> None:
+        """Run one pass of something the loops also do; a failure is reported, not fatal."""
+        try:
+            step()
+        except Exception as exc:
+            detail = f"{component} pass failed: {exc!r}"
+            self._office_log(detail)
+            self.health.report(f"loop:{component}", detail)
+
+    def _office_log(self, detail: str) -> None:
+        # The disk may be what failed; health still carries it.
+        with contextlib.suppress(OSError):
+            self.plane.log(LogEvent(ts=utc_now_iso(), kind="office", detail=detail))
+        print(f"hive-office: {detail}", file=sys.stderr, flush=True)
 
     def _agent_changed(self, state: AgentState) -> None:
         self._registry_dirty.set()

@@ -43,6 +43,11 @@ class HivePaths:
         return self.run / "office.pid"
 
     @property
+    def health_file(self) -> Path:
+        """What is wrong with the running office (hive_core/health.py)."""
+        return self.run / "health.json"
+
+    @property
     def kick_socket(self) -> Path:
         return self.run / "kick.sock"
 
