@@ -63,6 +63,9 @@ class WakeView:
     # typed has since been submitted (the office clears it at UserPromptSubmit).
     typed_ago: float | None = None
     unread: tuple[MailItem, ...] = ()
+    # The ids of `unread` when the office already has them (its index does): hashing 20k
+    # ids every tick would cost more than the rest of the decision.
+    unread_ids: frozenset[str] | None = None
     # Ids the agent was told about inside a turn: the Stop drain's block or a
     # UserPromptSubmit/PostToolUse digest. Not SessionStart's context, which the model
     # only reads once a turn starts, i.e. after a nudge.
@@ -101,8 +104,18 @@ class WakeDecision:
     note: str | None = None  # one line for the log when something happened
 
 
+@dataclass(frozen=True)
+class WakeFault:
+    """An agent whose view could not be built this tick (its inbox unreadable, say)."""
+
+    id: str
+    error: str
+
+
 def decide_wake(view: WakeView, memory: WakeMemory, now: float) -> WakeDecision:
-    unread_ids = frozenset(m.id for m in view.unread)
+    unread_ids = (
+        frozenset(m.id for m in view.unread) if view.unread_ids is None else view.unread_ids
+    )
     # Message ids are unique and read mail never returns, so memory of it can go.
     memory = replace(
         memory, covered=memory.covered & unread_ids, batch_ids=memory.batch_ids & unread_ids
@@ -241,6 +254,8 @@ class WakeStats:
 class Watchdog:
     """Evaluates every agent on a slow tick (and at once when poked) and acts.
 
+    Each agent is decided and acted on by itself: a fault in one agent's view, decision
+    or effects is logged for that agent (once until it changes) and the others go on.
     The office supplies its views and effects as callables: `send_nudge` types the
     text (bracketed paste, then a separate Enter) without marking the pane as typed by
     the person; `tell_manager_once` gets a message to the manager; `show_title` puts a
@@ -249,7 +264,7 @@ class Watchdog:
 
     def __init__(
         self,
-        views: Callable[[], Sequence[WakeView]],
+        views: Callable[[], Sequence[WakeView | WakeFault]],
         *,
         send_nudge: Callable[[str, str], None],
         tell_manager_once: Callable[[str, str], None],
@@ -262,6 +277,8 @@ class Watchdog:
         self.show_title = show_title
         self.log = log
         self.memory: dict[str, WakeMemory] = {}
+        # The last fault logged per agent, so a lasting one is not logged every tick.
+        self.faults: dict[str, str] = {}
         self.stats = WakeStats()
         self._poked = asyncio.Event()
         self._pending = False
@@ -282,8 +299,18 @@ class Watchdog:
     def tick(self, now: float) -> None:
         pending = False
         for view in self.views():
+            if isinstance(view, WakeFault):
+                # Look again at the quick tick: the fault may pass (a folder mid-rename).
+                pending = True
+                self._fault(view.id, view.error)
+                continue
             before = self.memory.get(view.id, WakeMemory())
-            decision = decide_wake(view, before, now)
+            try:
+                decision = decide_wake(view, before, now)
+            except Exception as exc:
+                pending = True
+                self._fault(view.id, repr(exc))
+                continue
             self.memory[view.id] = decision.memory
             pending = pending or decision.memory.open or decision.hold is not None
             # One agent's failing effect must not stop the others from being woken.
@@ -291,7 +318,15 @@ class Watchdog:
                 self._act(view.id, before, decision)
             except Exception as exc:
                 self.log(view.id, f"wake path failed: {exc!r}")
+                continue
+            if self.faults.pop(view.id, None) is not None:
+                self.log(view.id, "wake path works for it again")
         self._pending = pending
+
+    def _fault(self, agent_id: str, error: str) -> None:
+        if self.faults.get(agent_id) != error:
+            self.faults[agent_id] = error
+            self.log(agent_id, f"wake path skipped it: {error}")
 
     def _act(self, agent_id: str, before: WakeMemory, decision: WakeDecision) -> None:
         after = decision.memory

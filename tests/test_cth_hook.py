@@ -240,6 +240,21 @@ def test_malformed_stdin_never_reaches_the_office(serve, stdin: bytes) -> None:
     assert server.lines == []
 
 
+DEEP = 100_000
+
+
+def test_deeply_nested_stdin_fails_open(serve) -> None:
+    server = serve(reply_json(2, stdout="should not be seen"))
+    nested = b'{"hook_event_name": "Stop", "x": ' + b"[" * DEEP + b"]" * DEEP + b"}"
+    proc, took = run_shim(server.path, nested)
+    assert_silent_success(proc)
+    assert took < FAST
+    assert server.lines == []
+    # The allowed path: the same event without the nesting is relayed.
+    proc, _ = run_shim(server.path, b'{"hook_event_name": "Stop", "x": [[]]}')
+    assert proc.returncode == 2 and proc.stdout == b"should not be seen"
+
+
 def test_oversize_stdin_is_dropped(serve) -> None:
     server = serve(reply_json(2, stdout="should not be seen"))
     huge = event_bytes({"blob": "x" * (shim.MAX_EVENT_BYTES + 1)})
@@ -258,7 +273,11 @@ def test_oversize_stdin_is_dropped(serve) -> None:
         b'{"exit": 300}\n',
         b'{"exit": true, "stdout": "x"}\n',
         b'{"exit": 2, "stdout": "no newline, then close"}',
+        b'{"exit": 2, "stdout": ' + b"[" * DEEP + b"]" * DEEP + b"}\n",
+        b"[" * DEEP + b"\n",
+        b"\x00\xff" * 1000 + b"\n",
     ],
+    ids=lambda p: repr(p[:24]),
 )
 def test_malformed_reply_is_ignored(serve, payload: bytes) -> None:
     server = serve(reply_with(payload))

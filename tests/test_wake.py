@@ -23,6 +23,7 @@ from hive_core.wake import (
     RETRY_BACKOFF_S,
     TYPING_HOLD_S,
     WakeDecision,
+    WakeFault,
     WakeMemory,
     WakeView,
     Watchdog,
@@ -621,3 +622,31 @@ def test_random_lives_never_break_the_bounds(
     # A batch needs mail nobody was told about, so the nudges are bounded by the mail.
     assert sum(len(t) for t in sends.values()) <= MAX_SENDS * agent.arrivals
     assert dog.stats.duplicates == 0
+
+
+def test_an_agent_whose_view_fails_is_logged_once_and_the_others_are_nudged() -> None:
+    calls = Calls()
+    fault = WakeFault("jim", "its unread mail cannot be read: RecursionError()")
+    looks: dict[str, WakeView | WakeFault] = {
+        "jim": fault,
+        "pam": replace(IDLE, id="pam", unread=(msg(9, "jim"),)),
+    }
+    dog = Watchdog(
+        lambda: list(looks.values()),
+        send_nudge=lambda a, t: calls.nudges.append((a, t)),
+        tell_manager_once=lambda a, t: None,
+        show_title=lambda a, t: None,
+        log=lambda a, t: calls.logs.append((a, t)),
+    )
+    for t in range(3):
+        dog.tick(float(t))
+    assert calls.nudges == [("pam", "You have 1 unread message (from jim). Run hive inbox.")]
+    assert [line for line in calls.logs if line[0] == "jim"] == [
+        ("jim", f"wake path skipped it: {fault.error}")
+    ]
+    assert dog._pending  # a fault is looked at again on the quick tick
+    # Once its view can be built again, it is woken like anyone else.
+    looks["jim"] = idle(unread=PAM_1)
+    dog.tick(3.0)
+    assert calls.nudges[-1] == ("jim", "You have 1 unread message (from pam). Run hive inbox.")
+    assert calls.logs[-1] == ("jim", "wake path works for it again")

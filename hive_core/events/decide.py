@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,6 +30,12 @@ TYPING_GRACE_S = 5.0
 # A digest lists at most this many messages, then "and N more".
 DIGEST_MAX_ITEMS = 8
 DIGEST_SUBJECT_MAX = 80
+# Ids and senders the router writes are far shorter; a hand-placed file's are cut here.
+DIGEST_FIELD_MAX = 64
+NOTE_TEXT_MAX = 200
+# Session ids are kept and passed back to the CLI as `--resume <id>`: an id must look
+# like one (Claude's are UUIDs), never like a flag or a paragraph.
+SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 # Shell words that write or move files; a Bash command naming a protected path with one
 # of these is refused. A heuristic: it catches mistakes, not a determined process.
 _WRITE_WORDS = re.compile(
@@ -56,7 +63,8 @@ class AgentView:
     paused: bool = False
     halted: bool = False
     stop_blocks: int = 0
-    announced: frozenset[str] = frozenset()
+    # Read only; the office passes its own set rather than copy 20k ids per hook.
+    announced: AbstractSet[str] = frozenset()
     typed_ago: float | None = None  # seconds since the person last typed in its pane
     memory: str = ""  # its memory.md index, given to it when a session starts
 
@@ -84,20 +92,32 @@ class Outcome:
 
 
 def decide(
-    event: CanonicalEvent, agent: AgentView, unread: Sequence[MailItem], office: OfficeFacts
+    event: CanonicalEvent,
+    agent: AgentView,
+    unread: Sequence[MailItem],
+    office: OfficeFacts,
+    ids: frozenset[str] | None = None,
 ) -> Outcome:
+    """`ids`: the ids of `unread`, if the caller already has them (the office's index
+    does; at 20k unread, hashing them per hook is most of a hook's cost)."""
+    unread_ids = frozenset(m.id for m in unread) if ids is None else ids
     name = event.name
     if name == "SessionStart":
+        sid = event.session_id
+        well_formed = sid is None or SESSION_ID_RE.match(sid) is not None
         return Outcome(
             HookDecision(context=session_context(agent, unread, office)),
             status="idle",
-            session_id=event.session_id,
+            session_id=sid if well_formed else None,
             stop_blocks=0,
-            announce=frozenset(m.id for m in unread),
-            note="session started",
+            announce=unread_ids,
+            note="session started"
+            if well_formed
+            else "session started; its malformed session id was not kept",
         )
     if name == "UserPromptSubmit":
-        fresh = [m for m in unread if m.id not in agent.announced]
+        news = unread_ids - agent.announced
+        fresh = [m for m in unread if m.id in news] if news else []
         return Outcome(
             HookDecision(context=digest(fresh) if fresh else None),
             status="working",
@@ -124,7 +144,8 @@ def decide(
             note=summary,
         )
     if name == "PostToolUse":
-        urgent = [m for m in unread if m.id not in agent.announced and _urgent(m, office)]
+        news = unread_ids - agent.announced
+        urgent = [m for m in unread if m.id in news and _urgent(m, office)] if news else []
         return Outcome(
             HookDecision(context=digest(urgent) if urgent else None),
             status="working",
@@ -138,15 +159,22 @@ def decide(
             HookDecision(),
             status="waiting" if waiting else None,
             stop_blocks=agent.stop_blocks,
-            note=f"needs you: {event.message or 'permission prompt'}" if waiting else None,
+            # The CLI's text, into the log and the app: one line, and short.
+            note=f"needs you: {one_line(event.message or 'permission prompt', NOTE_TEXT_MAX)}"
+            if waiting
+            else None,
         )
     if name == "Stop":
-        return stop_drain(event, agent, unread, office)
+        return stop_drain(event, agent, unread, office, unread_ids)
     return Outcome(HookDecision(), status="exited", note="session ended")
 
 
 def stop_drain(
-    event: CanonicalEvent, agent: AgentView, unread: Sequence[MailItem], office: OfficeFacts
+    event: CanonicalEvent,
+    agent: AgentView,
+    unread: Sequence[MailItem],
+    office: OfficeFacts,
+    unread_ids: frozenset[str],
 ) -> Outcome:
     """Block the end of a turn while there is mail to read, within the guards."""
     # A Stop without stop_hook_active ends a fresh turn: the consecutive count restarts.
@@ -179,7 +207,7 @@ def stop_drain(
         HookDecision(block=digest(unread)),
         status="working",
         stop_blocks=blocks + 1,
-        announce=frozenset(m.id for m in unread),
+        announce=unread_ids,
         note=f"kept working: {len(unread)} unread (block {blocks + 1} of {office.stop_block_cap})",
     )
 
@@ -188,21 +216,30 @@ def stop_drain(
 
 
 def digest(items: Sequence[MailItem]) -> str:
-    """A short list of messages that tells the agent what to do; never the bodies."""
+    """A short list of messages that tells the agent what to do; never the bodies.
+
+    One line per message whatever the files hold: every field is rendered on one line
+    with control characters gone, so a subject cannot forge a line of its own."""
     count = len(items)
     lines = [f"You have {count} unread message{'s' if count != 1 else ''}:"]
     for m in items[:DIGEST_MAX_ITEMS]:
-        subject = (
-            m.subject
-            if len(m.subject) <= DIGEST_SUBJECT_MAX
-            else m.subject[: DIGEST_SUBJECT_MAX - 1] + "…"
-        )
+        mid, sender, act = (one_line(f, DIGEST_FIELD_MAX) for f in (m.id, m.sender, m.act))
+        subject = one_line(m.subject, DIGEST_SUBJECT_MAX)
         flag = " [needs the person]" if m.needs_human else ""
-        lines.append(f"- {m.id} from {m.sender} ({m.act}): {subject or '(no subject)'}{flag}")
+        lines.append(f"- {mid} from {sender} ({act}): {subject or '(no subject)'}{flag}")
     if count > DIGEST_MAX_ITEMS:
         lines.append(f"- and {count - DIGEST_MAX_ITEMS} more")
     lines.append("Run `hive inbox` to read them, act on each, then `hive done ID`.")
     return "\n".join(lines)
+
+
+def one_line(text: str, limit: int) -> str:
+    """`text` as one line of at most `limit` characters: anything unprintable (newlines,
+    other line separators, control and format characters) becomes a space, runs of
+    space fold into one, and a cut is marked with an ellipsis."""
+    if not text.isprintable():
+        text = " ".join("".join(c if c.isprintable() else " " for c in text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def session_context(agent: AgentView, unread: Sequence[MailItem], office: OfficeFacts) -> str:

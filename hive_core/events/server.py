@@ -2,7 +2,11 @@
 
 A Unix stream socket in `run/` (folder 0700, socket 0600). A frame must carry the secret
 minted for that agent's current start; one that does not gets no reply at all (the shim
-then fails open), and the attempt is reported so the office can log it.
+then fails open), and the attempt is reported so the office can log it. So does a frame
+the office will not decode: longer than HOOK_FRAME_MAX, not JSON, or nested deeper than
+EVENT_DEPTH_MAX (no CLI's event comes near it; msgspec alone would go on to ~1,000 levels
+and then raise RecursionError). A failure while answering is reported the same way: no
+reply, and the next connection is served as usual.
 """
 
 from __future__ import annotations
@@ -22,21 +26,31 @@ from hive_core.schema import HOOK_FRAME_MAX, HookFrame, HookReply
 Handler = Callable[[str, dict[str, Any]], Awaitable[HookReply]]
 SecretOf = Callable[[str], str | None]
 Rejected = Callable[[str, str], None]  # (claimed agent id, why)
+Failed = Callable[[str, BaseException], None]  # (agent id, what went wrong answering it)
 
 _decode_frame = msgspec.json.Decoder(HookFrame).decode
 _encode = msgspec.json.Encoder().encode
 # A client that connects and says nothing is dropped after this long.
 READ_TIMEOUT_S = 5.0
+# Claude's deepest event (MultiEdit's edits) is 4 levels; MCP tool inputs add a few.
+EVENT_DEPTH_MAX = 32
 
 
 class HookServer:
     def __init__(
-        self, path: Path, *, secret_of: SecretOf, handle: Handler, rejected: Rejected
+        self,
+        path: Path,
+        *,
+        secret_of: SecretOf,
+        handle: Handler,
+        rejected: Rejected,
+        failed: Failed,
     ) -> None:
         self.path = path
         self._secret_of = secret_of
         self._handle = handle
         self._rejected = rejected
+        self._failed = failed
         self._server: asyncio.AbstractServer | None = None
 
     async def start(self) -> None:
@@ -64,12 +78,17 @@ class HookServer:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            line = await asyncio.wait_for(reader.readline(), READ_TIMEOUT_S)
+            try:
+                line = await asyncio.wait_for(reader.readline(), READ_TIMEOUT_S)
+            except ValueError:
+                # StreamReader's limit: the line is longer than HOOK_FRAME_MAX.
+                self._rejected("?", f"a frame over {HOOK_FRAME_MAX} bytes")
+                return
             reply = await self._answer(line)
             if reply is not None:
                 writer.write(_encode(reply) + b"\n")
                 await writer.drain()
-        except (TimeoutError, ConnectionError, asyncio.LimitOverrunError, ValueError):
+        except (TimeoutError, ConnectionError):
             pass
         finally:
             writer.close()
@@ -79,11 +98,38 @@ class HookServer:
     async def _answer(self, line: bytes) -> HookReply | None:
         try:
             frame = _decode_frame(line)
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        except msgspec.DecodeError:
             self._rejected("?", "a malformed frame")
+            return None
+        except RecursionError:
+            self._rejected("?", f"a frame nested deeper than {EVENT_DEPTH_MAX} levels")
             return None
         expected = self._secret_of(frame.agent)
         if not expected or not hmac.compare_digest(expected.encode(), frame.secret.encode()):
             self._rejected(frame.agent[:64], "a wrong or stale secret")
             return None
-        return await self._handle(frame.agent, frame.event)
+        if nested_deeper(frame.event, EVENT_DEPTH_MAX):
+            self._rejected(frame.agent, f"a frame nested deeper than {EVENT_DEPTH_MAX} levels")
+            return None
+        try:
+            return await self._handle(frame.agent, frame.event)
+        except Exception as exc:
+            # A bug or a bad state of one agent costs that hook its answer (the shim fails
+            # open), never the server.
+            self._failed(frame.agent, exc)
+            return None
+
+
+def nested_deeper(value: Any, limit: int) -> bool:
+    """Whether decoded JSON nests containers more than `limit` deep (iterative: the
+    check itself must not recurse)."""
+    if not isinstance(value, dict | list):
+        return False
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
