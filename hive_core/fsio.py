@@ -1,14 +1,90 @@
-"""Durable file writes: temp file in the same folder, fsync, rename."""
+"""Durable file writes (temp file in the same folder, fsync, rename), reads that never
+follow a symlink, and folders that are kept folders."""
 
 from __future__ import annotations
 
-import ctypes
+import errno
+import functools
 import os
-import secrets
+import stat
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 TEMP_PREFIX = ".tmp-"
+# Hive files are the office user's alone (messages, memory, the log).
+FILE_MODE = 0o600
+# Errors that mean "no room": the write may succeed later, nothing about the file is wrong.
+DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS
+
+
+class UnsafeFile(Exception):
+    """A file that is not read: a symlink, not a regular file, or too large. The message
+    is a sentence saying which."""
+
+
+def read_regular(path: Path, max_bytes: int) -> bytes:
+    """The bytes of a regular file, never through a symlink at its last component, never
+    blocking on a FIFO, never more than `max_bytes`. FileNotFoundError if it is missing."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise UnsafeFile("it is a symbolic link; the office never follows one.") from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UnsafeFile("it is not a regular file.")
+        if st.st_size > max_bytes:
+            raise UnsafeFile(f"it is {st.st_size} bytes, over the limit of {max_bytes}.")
+        chunks = []
+        left = max_bytes + 1
+        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
+            chunks.append(chunk)
+            left -= len(chunk)
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > max_bytes:
+        raise UnsafeFile(f"it is over the limit of {max_bytes} bytes.")
+    return data
+
+
+def ensure_dir(path: Path) -> Path | None:
+    """Make `path` a real folder the office can write. Whatever stands in its place (a
+    file, a symlink, anything but a folder) is renamed aside, never followed or deleted,
+    and the new name returned; None if nothing had to move."""
+    moved: Path | None = None
+    for _ in range(3):
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            try:
+                os.mkdir(path, 0o700)
+                return moved
+            except FileExistsError:
+                continue  # someone made it meanwhile: look again
+        if stat.S_ISDIR(st.st_mode):
+            if st.st_mode & 0o700 != 0o700:
+                os.chmod(path, stat.S_IMODE(st.st_mode) | 0o700, follow_symlinks=False)
+            return moved
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+        aside = path.with_name(f"{path.name}.moved-{stamp}-{os.urandom(3).hex()}")
+        os.rename(path, aside)
+        moved = aside
+    raise FileExistsError(errno.EEXIST, "kept being replaced while it was repaired", str(path))
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """os.write may write less than asked (a nearly full disk); finish or raise."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def is_temp_name(name: str) -> bool:
@@ -18,15 +94,15 @@ def is_temp_name(name: str) -> bool:
 
 def atomic_write(path: Path, data: bytes, *, fsync: bool = True) -> None:
     """Write `data` to `path` so a reader sees the old file or the new one, never half."""
-    tmp = path.with_name(f"{TEMP_PREFIX}{secrets.token_hex(6)}-{path.name}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    tmp = path.with_name(f"{TEMP_PREFIX}{os.urandom(6).hex()}-{path.name}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
     try:
-        os.write(fd, data)
-        if fsync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    try:
+        try:
+            write_all(fd, data)
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -34,10 +110,15 @@ def atomic_write(path: Path, data: bytes, *, fsync: bool = True) -> None:
 
 
 def append_line(path: Path, line: bytes) -> None:
-    """Append one line with a single O_APPEND write, so concurrent lines never interleave."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    """Append one line with a single O_APPEND write, so concurrent lines never interleave.
+    A line a full disk cut short is ended first, so it never swallows this one."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, FILE_MODE)
     try:
-        os.write(fd, line if line.endswith(b"\n") else line + b"\n")
+        data = line if line.endswith(b"\n") else line + b"\n"
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            data = b"\n" + data
+        write_all(fd, data)
     finally:
         os.close(fd)
 
@@ -54,7 +135,12 @@ def read_tail(path: Path, max_bytes: int) -> bytes:
         return b""
 
 
-def _load_syncfs() -> Callable[[int], int] | None:
+@functools.cache
+def _syncfs() -> Callable[[int], int] | None:
+    # Loaded on first use, not at import: every `hive` command imports this module and
+    # only the committer syncs.
+    import ctypes
+
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         return libc.syncfs  # type: ignore[no-any-return]
@@ -62,20 +148,18 @@ def _load_syncfs() -> Callable[[int], int] | None:
         return None
 
 
-_syncfs = _load_syncfs()
-
-
 def sync_filesystem(path: Path) -> None:
     """Make everything written so far on `path`'s filesystem durable, in one call.
 
     One syncfs(2) per batch replaces an fsync per file; where syncfs is missing, sync(2).
     """
-    if _syncfs is None:
+    syncfs = _syncfs()
+    if syncfs is None:
         os.sync()
         return
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        if _syncfs(fd) != 0:
+        if syncfs(fd) != 0:
             os.sync()
     finally:
         os.close(fd)

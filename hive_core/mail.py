@@ -7,26 +7,29 @@ the router's business.
 from __future__ import annotations
 
 import os
-import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import msgspec
 
 from hive_core.config import agent
-from hive_core.fsio import atomic_write, is_temp_name
+from hive_core.fsio import UnsafeFile, atomic_write, ensure_dir, is_temp_name, read_regular
 from hive_core.paths import Mailbox
 from hive_core.schema import (
     BODY_MAX,
+    JSON_DEPTH_MAX,
+    MESSAGE_FILE_MAX,
     SPECIAL_RECIPIENTS,
     SUBJECT_MAX,
+    TOKEN_MAX,
     Act,
     Cursor,
     Draft,
     Message,
     OfficeConfig,
     is_agent_id,
+    json_depth,
 )
 
 _decoder = msgspec.json.Decoder(Message)
@@ -34,12 +37,15 @@ _decoder = msgspec.json.Decoder(Message)
 
 def outbox_name() -> str:
     """A sortable, collision-free file name for a new outbox entry."""
-    return f"{datetime.now(UTC):%Y%m%dT%H%M%S%f}-{secrets.token_hex(4)}.json"
+    return f"{datetime.now(UTC):%Y%m%dT%H%M%S%f}-{os.urandom(4).hex()}.json"
 
 
 def write_draft(box: Mailbox, draft: Draft) -> Path:
-    """Put a draft in the outbox atomically (the router never sees half a file)."""
-    box.outbox.mkdir(parents=True, exist_ok=True)
+    """Put a draft in the outbox atomically (the router never sees half a file). An
+    outbox that is not a real folder is moved aside first, as the router would: a draft
+    never goes where a symlink points."""
+    box.root.mkdir(parents=True, exist_ok=True)
+    ensure_dir(box.outbox)
     path = box.outbox / outbox_name()
     atomic_write(path, msgspec.json.encode(draft))
     return path
@@ -54,36 +60,64 @@ def message_files(folder: Path) -> list[Path]:
     return [folder / n for n in sorted(names) if n.endswith(".json") and not is_temp_name(n)]
 
 
+class BadMessage(msgspec.DecodeError):
+    """A file in a mailbox that is not a message the office can read; the text says why.
+    A DecodeError, so callers that catch the decoder's errors catch this too."""
+
+
 def load_message(path: Path) -> Message:
-    return _decoder.decode(path.read_bytes())
+    """One message file, read without following a symlink and decoded within the
+    office's limits. FileNotFoundError if it is gone; BadMessage (never a decoder's or
+    the interpreter's own error) if it is not a message."""
+    try:
+        raw = read_regular(path, MESSAGE_FILE_MAX)
+    except UnsafeFile as e:
+        raise BadMessage(str(e)) from None
+    if json_depth(raw) > JSON_DEPTH_MAX:
+        raise BadMessage(f"it is JSON nested deeper than {JSON_DEPTH_MAX} levels.")
+    try:
+        return _decoder.decode(raw)
+    except msgspec.DecodeError as e:  # ValidationError included
+        raise BadMessage(f"it is not a message ({e}).") from None
 
 
-def iter_inbox(box: Mailbox) -> Iterator[Message]:
-    """Unread messages, oldest first. A file that vanished meanwhile is skipped."""
+def iter_inbox(
+    box: Mailbox, on_bad: Callable[[Path, str], None] | None = None
+) -> Iterator[Message]:
+    """Unread messages, oldest first. A file that vanished meanwhile is skipped; one that
+    is not a message is skipped and passed to `on_bad` with the reason. Never raises for
+    a file: one bad file must not hide the rest of the mail."""
     for path in message_files(box.inbox):
         try:
             yield load_message(path)
-        except (FileNotFoundError, msgspec.DecodeError):
+        except FileNotFoundError:
             continue
+        except (BadMessage, OSError) as e:
+            if on_bad is not None:
+                on_bad(path, str(e))
 
 
 def is_safe_id(message_id: str) -> bool:
     """Usable as a file name inside a mailbox folder: an id can never name a path."""
-    return bool(message_id) and "/" not in message_id and not message_id.startswith(".")
+    return (
+        0 < len(message_id) <= TOKEN_MAX
+        and "/" not in message_id
+        and not message_id.startswith(".")
+        and message_id.isprintable()
+    )
 
 
 def find_message(box: Mailbox, message_id: str) -> tuple[Message, Path] | None:
-    """A message this mailbox received (unread or done) or sent, by id."""
+    """A message this mailbox received (unread or done) or sent, by id. A file under
+    that name that is not a readable message is passed over."""
     if not is_safe_id(message_id):
         return None
     for folder in (box.inbox, box.done, box.sent):
         path = folder / f"{message_id}.json"
         try:
             return load_message(path), path
-        except FileNotFoundError:
+        except (BadMessage, OSError):
             continue
-        except msgspec.DecodeError:
-            return None
     return None
 
 
@@ -92,7 +126,7 @@ def mark_done(box: Mailbox, message_id: str) -> bool:
     if not is_safe_id(message_id):
         return False
     src = box.inbox / f"{message_id}.json"
-    box.done.mkdir(parents=True, exist_ok=True)
+    ensure_dir(box.done)
     try:
         os.rename(src, box.done / src.name)
     except FileNotFoundError:
@@ -104,9 +138,16 @@ def mark_done(box: Mailbox, message_id: str) -> bool:
 
 
 def read_cursor(box: Mailbox) -> Cursor:
+    """The cursor, or a fresh one if it is missing or not one (it is only a hint)."""
     try:
-        return msgspec.json.decode(box.cursor.read_bytes(), type=Cursor)
-    except (FileNotFoundError, msgspec.DecodeError):
+        raw = read_regular(box.cursor, 4 * TOKEN_MAX)
+    except (OSError, UnsafeFile):
+        return Cursor()
+    if json_depth(raw) > JSON_DEPTH_MAX:
+        return Cursor()
+    try:
+        return msgspec.json.decode(raw, type=Cursor)
+    except msgspec.DecodeError:
         return Cursor()
 
 

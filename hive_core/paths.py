@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from hive_core.schema import HUMAN
 
@@ -17,8 +17,9 @@ def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
     return Path(raw).expanduser().absolute()
 
 
-@dataclass(frozen=True)
-class HivePaths:
+# NamedTuples, not dataclasses: every `hive` command builds these, and the dataclasses
+# module (with inspect) is a tenth of an agent's mail call.
+class HivePaths(NamedTuple):
     home: Path
 
     # --- home level ---
@@ -33,10 +34,6 @@ class HivePaths:
     @property
     def run(self) -> Path:
         return self.home / "run"
-
-    @property
-    def lock_file(self) -> Path:
-        return self.run / "office.lock"
 
     @property
     def pid_file(self) -> Path:
@@ -58,6 +55,12 @@ class HivePaths:
     @property
     def control_socket(self) -> Path:
         return self.run / "control.sock"
+
+    @property
+    def threads(self) -> Path:
+        """The router's record of each message's hops and thread: one HopRecord line per
+        message in `<day>.jsonl` (the day its id starts with)."""
+        return self.run / "threads"
 
     @property
     def agent_settings(self) -> Path:
@@ -91,7 +94,13 @@ class HivePaths:
 
     @property
     def log(self) -> Path:
+        """The live log, appended to; rotated into `log_segments` (hive_core/logfile.py)."""
         return self.hive / "log.jsonl"
+
+    @property
+    def log_segments(self) -> Path:
+        """The log's earlier parts, numbered oldest first: log/0001.jsonl, log/0002.jsonl..."""
+        return self.hive / "log"
 
     @property
     def triage(self) -> Path:
@@ -111,8 +120,7 @@ class HivePaths:
         return Mailbox(root)
 
 
-@dataclass(frozen=True)
-class Mailbox:
+class Mailbox(NamedTuple):
     """An agent's (or the person's) own folder in the hive."""
 
     root: Path

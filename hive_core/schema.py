@@ -7,6 +7,8 @@ app all encode and decode through these types, never through hand-built dicts.
 from __future__ import annotations
 
 import re
+from array import array
+from itertools import accumulate
 from typing import Any, Literal
 
 import msgspec
@@ -22,9 +24,15 @@ ROUTER = "router"
 
 SUBJECT_MAX = 200
 BODY_MAX = 64 * 1024
-# A message file larger than this is refused before it is parsed (body limit + slack for
-# JSON escaping of the largest legal body).
-MESSAGE_FILE_MAX = 6 * BODY_MAX
+# A message file larger than this is refused before it is parsed: the largest legal body
+# JSON-escaped (a control character is 6 bytes, `\u0001`), plus room for the subject
+# (12 bytes a character at worst) and the other fields.
+MESSAGE_FILE_MAX = 6 * BODY_MAX + 16 * 1024
+# Ids, conversations and task ids: short tokens that may name a file.
+TOKEN_MAX = 128
+# Nesting any of the office's JSON files may have. Messages are flat; a decoder recurses
+# per level, so anything deeper is refused before it is decoded.
+JSON_DEPTH_MAX = 32
 
 Act = Literal["request", "inform", "propose", "query", "agree", "refuse", "done"]
 ACTS: tuple[str, ...] = ("request", "inform", "propose", "query", "agree", "refuse", "done")
@@ -49,6 +57,17 @@ class Draft(msgspec.Struct, kw_only=True):
     conversation: str | None = None
     task: str | None = None
     needs_human: bool = False
+
+
+class HopRecord(msgspec.Struct, kw_only=True):
+    """The office's own record of a message it delivered (a line of run/threads/<day>.jsonl):
+    what a reply to it inherits. Kept where agents do not write, so a planted copy of the
+    message in an agent's folder cannot change a thread's hop count."""
+
+    id: str
+    hops: int
+    conversation: str
+    task: str | None = None
 
 
 class Message(msgspec.Struct, kw_only=True):
@@ -193,6 +212,21 @@ class Ledger(msgspec.Struct, kw_only=True):
 
 def is_agent_id(value: str) -> bool:
     return bool(AGENT_ID_RE.match(value))
+
+
+# JSON nesting once strings are gone: an opening bracket is +1 (byte 1), a closing one
+# -1 (byte 255, read as a signed byte), everything else dropped.
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NESTING = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
+_NOT_BRACKET = bytes(sorted(set(range(256)) - set(b"[]{}")))
+
+
+def json_depth(raw: bytes) -> int:
+    """How deep a recursive JSON decoder would go on `raw`, found without one (msgspec
+    raises RecursionError on deep input, even in a field it skips). Exact for valid
+    JSON; for invalid text an upper bound of how far a decoder gets before it fails."""
+    steps = array("b", _JSON_STRING.sub(b"", raw).translate(_NESTING, _NOT_BRACKET))
+    return max(accumulate(steps), default=0)
 
 
 # --- hook frames (cth-hook <-> the office, one JSON line each way) ---------------------

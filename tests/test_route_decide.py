@@ -2,13 +2,36 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
+import tempfile
+import unicodedata
+from pathlib import Path
+
 import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
 from hive_core.ids import new_message_id
-from hive_core.routing.decide import Floor, Rejection, RoutePlan, parse_draft, plan_route
-from hive_core.schema import ACTS, HUMAN, REPLY_OBLIGING_ACTS, Draft, Message
+from hive_core.mail import BadMessage, load_message
+from hive_core.routing.decide import (
+    Floor,
+    Rejection,
+    RoutePlan,
+    clean_line,
+    clean_text,
+    parse_draft,
+    plan_route,
+)
+from hive_core.schema import (
+    ACTS,
+    HUMAN,
+    JSON_DEPTH_MAX,
+    REPLY_OBLIGING_ACTS,
+    Draft,
+    HopRecord,
+    json_depth,
+)
 
 AGENTS = ["michael", "jim", "pam", "pete", "kevin", "toby"]
 
@@ -35,20 +58,8 @@ drafts = st.builds(
 )
 
 
-def parent_for(sender: str, hops: int) -> Message:
-    pid = new_message_id()
-    return Message(
-        id=pid,
-        conversation="conv-1",
-        in_reply_to=None,
-        sender="jim",
-        to=sender,
-        act="query",
-        subject="q",
-        body="b",
-        hops=hops,
-        created_at="2026-01-01T00:00:00Z",
-    )
+def parent_for(hops: int) -> HopRecord:
+    return HopRecord(id="p", hops=hops, conversation="conv-1", task=None)
 
 
 @given(
@@ -62,8 +73,8 @@ def test_route_plan_invariants(
 ) -> None:
     parent = None
     if parent_hops is not None:
-        parent = parent_for(sender, parent_hops)
-        draft.in_reply_to = parent.id
+        parent = parent_for(parent_hops)
+        draft.in_reply_to = new_message_id()
     msg_id = new_message_id()
     checked = parse_draft(msgspec.json.encode(draft))
     if isinstance(checked, Rejection):
@@ -103,3 +114,63 @@ def test_route_plan_invariants(
 def test_ids_sort_by_time_and_never_repeat() -> None:
     ids = [new_message_id() for _ in range(5000)]
     assert ids == sorted(ids) and len(set(ids)) == len(ids)
+
+
+# --- bounded decoding and clean text: any input ----------------------------------------
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(alphabet='[]{}"\\ab\n\x01é'),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
+    max_leaves=40,
+)
+
+
+def nesting(value: object) -> int:
+    if isinstance(value, list):
+        return 1 + max(map(nesting, value), default=0)
+    if isinstance(value, dict):
+        return 1 + max(map(nesting, value.values()), default=0)
+    return 0
+
+
+@given(value=json_values)
+def test_json_depth_is_exact_for_any_json(value: object) -> None:
+    assert json_depth(json.dumps(value).encode()) == nesting(value)
+
+
+@given(
+    depth=st.integers(0, 3000),
+    opener=st.sampled_from([b"[", b"{", b'{"a":[']),
+    closed=st.booleans(),
+    where=st.sampled_from(["field", "top"]),
+)
+def test_parse_draft_never_raises_on_deep_json(
+    depth: int, opener: bytes, closed: bool, where: str
+) -> None:
+    closer = {b"[": b"]", b"{": b"}", b'{"a":[': b"]}"}[opener]
+    deep = opener * depth + (b"0" if opener != b"{" else b"") + (closer * depth if closed else b"")
+    raw = b'{"to":"pam","body":"x","x":' + deep + b"}" if where == "field" else deep
+    outcome = parse_draft(raw)
+    if json_depth(raw) > JSON_DEPTH_MAX:
+        assert isinstance(outcome, Rejection) and "nested" in outcome.reason
+
+
+@given(raw=st.binary(max_size=400) | json_values.map(lambda v: json.dumps(v).encode()))
+def test_parse_draft_and_load_message_never_raise_on_any_bytes(raw: bytes) -> None:
+    assert isinstance(parse_draft(raw), Draft | Rejection)
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "m.json"
+        path.write_bytes(raw)
+        with contextlib.suppress(BadMessage):
+            load_message(path)
+
+
+@given(text=st.text())
+def test_clean_text_keeps_lines_and_drops_controls(text: str) -> None:
+    line, body = clean_line(text), clean_text(text)
+    assert not any(c in line for c in "\n\r\v\f\x85\u2028\u2029")
+    assert not any(unicodedata.category(c) == "Cc" for c in line)
+    assert not any(unicodedata.category(c) == "Cc" and c not in "\n\t" for c in body)
+    assert body.count("\n") == text.count("\n") and len(body) <= len(text)

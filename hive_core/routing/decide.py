@@ -8,6 +8,8 @@ out; everything that can be decided without a disk is decided here and tested al
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass, field
 
 import msgspec
@@ -17,15 +19,19 @@ from hive_core.schema import (
     AGENT_ID_RE,
     BODY_MAX,
     HUMAN,
+    JSON_DEPTH_MAX,
     MESSAGE_FILE_MAX,
     REPLY_OBLIGING_ACTS,
     ROUTER,
     SPECIAL_RECIPIENTS,
     SUBJECT_MAX,
+    TOKEN_MAX,
     Draft,
+    HopRecord,
     LogEvent,
     Message,
     OfficeConfig,
+    json_depth,
 )
 
 _draft_decoder = msgspec.json.Decoder(Draft)
@@ -106,6 +112,12 @@ def parse_draft(raw: bytes) -> Draft | Rejection:
         return Rejection(
             f"the file is not UTF-8 text (bad byte at offset {e.start}); write it as UTF-8."
         )
+    depth = json_depth(raw)
+    if depth > JSON_DEPTH_MAX:
+        return Rejection(
+            f"the JSON is nested {depth} levels deep, over the limit of {JSON_DEPTH_MAX}; a "
+            "message is one flat object (use `hive send`)."
+        )
     try:
         draft = _draft_decoder.decode(raw)
     except msgspec.ValidationError as e:
@@ -127,6 +139,16 @@ def check_draft(draft: Draft) -> Draft | Rejection:
             f"the subject is {len(draft.subject)} characters, over the limit of {SUBJECT_MAX}; "
             "shorten it and put details in the body."
         )
+    if draft.in_reply_to is not None and not is_safe_token(draft.in_reply_to):
+        return Rejection(
+            "`in_reply_to` is not a message id; reply with `hive reply MSGID` using an id "
+            "from `hive inbox`."
+        )
+    if draft.task is not None and not is_safe_token(draft.task):
+        return Rejection(
+            f"`task` is not a task id (at most {TOKEN_MAX} printable characters, no `/`); "
+            "`hive task list` shows the ids."
+        )
     body_bytes = len(draft.body.encode("utf-8"))
     if body_bytes > BODY_MAX:
         return Rejection(
@@ -141,8 +163,9 @@ def check_draft(draft: Draft) -> Draft | Rejection:
 # --- steps 2-4: normalise, resolve, hop cap ---------------------------------------------
 
 
-def normalise(draft: Draft, *, msg_id: str, sender: str, parent: Message | None) -> Message:
-    """The router-owned fields: id, from, created_at, hops, requires_reply, thread."""
+def normalise(draft: Draft, *, msg_id: str, sender: str, parent: HopRecord | None) -> Message:
+    """The router-owned fields (id, from, created_at, hops, requires_reply, thread), and
+    the text made safe to show: one-line subject, no control characters."""
     conversation: str
     if parent is not None:
         conversation = parent.conversation
@@ -151,7 +174,7 @@ def normalise(draft: Draft, *, msg_id: str, sender: str, parent: Message | None)
     else:
         conversation = (
             draft.conversation
-            if draft.conversation and _is_safe_token(draft.conversation)
+            if draft.conversation and is_safe_token(draft.conversation)
             else msg_id
         )
         hops = 0
@@ -163,8 +186,8 @@ def normalise(draft: Draft, *, msg_id: str, sender: str, parent: Message | None)
         sender=sender,
         to=draft.to,
         act=draft.act,
-        subject=draft.subject,
-        body=draft.body,
+        subject=clean_line(draft.subject),
+        body=clean_text(draft.body),
         task=task,
         hops=hops,
         requires_reply=draft.act in REPLY_OBLIGING_ACTS,
@@ -174,10 +197,11 @@ def normalise(draft: Draft, *, msg_id: str, sender: str, parent: Message | None)
 
 
 def plan_route(
-    draft: Draft, *, msg_id: str, sender: str, parent: Message | None, floor: Floor
+    draft: Draft, *, msg_id: str, sender: str, parent: HopRecord | None, floor: Floor
 ) -> RoutePlan | Rejection:
-    """Everything that happens to one valid draft. `parent` is the message it replies to,
-    looked up in the sender's own mail (None if it is not a reply or was not found)."""
+    """Everything that happens to one valid draft. `parent` is the office's record of
+    the message it replies to (None if it is not a reply, or the sender never received
+    or sent that message)."""
     if draft.in_reply_to is not None and parent is None:
         return Rejection(
             f"`in_reply_to` is {draft.in_reply_to!r}, which is not a message you received or "
@@ -305,8 +329,19 @@ def plan_route(
     return plan
 
 
+def stray_reason(name: str) -> str | None:
+    """Why an outbox entry is not even read as a message (its name), or None."""
+    if name.endswith(".json"):
+        return None
+    return (
+        "only files named *.json in your outbox are messages (the extension is lower "
+        "case); write messages with `hive send` and keep other files elsewhere."
+    )
+
+
 def rejection_notice(msg_id: str, sender: str, source_name: str, reason: str) -> Message:
     """Told to the sender of a quarantined file."""
+    name = display_name(source_name)
     return Message(
         id=f"{msg_id}-bad",
         conversation=f"{msg_id}-bad",
@@ -314,9 +349,9 @@ def rejection_notice(msg_id: str, sender: str, source_name: str, reason: str) ->
         sender=ROUTER,
         to=sender,
         act="inform",
-        subject=f"Not delivered: outbox/{source_name}"[:SUBJECT_MAX],
-        body=(
-            f"Your outbox file {source_name} was not delivered and was moved to "
+        subject=f"Not delivered: outbox/{name}"[:SUBJECT_MAX],
+        body=clean_text(
+            f"Your outbox file {name} was not delivered and was moved to "
             f"outbox/.bad/{msg_id}.json: {reason}"
         ),
         created_at=created_at_of(msg_id),
@@ -330,16 +365,61 @@ def rejection_log(msg_id: str, sender: str, source_name: str, reason: str) -> Lo
         msg=msg_id,
         sender=sender,
         recipients=[sender],
-        reason=reason,
-        detail=source_name,
+        reason=clean_line(reason),
+        detail=display_name(source_name),
     )
 
 
+def moved_notice(msg_id: str, owner: str, folder: str, aside: str) -> Message:
+    """Told to an agent whose mailbox folder was replaced by something else."""
+    return Message(
+        id=msg_id,
+        conversation=msg_id,
+        in_reply_to=None,
+        sender=ROUTER,
+        to=owner,
+        act="inform",
+        subject=clean_line(f"Your {folder} was not a folder; it was moved aside")[:SUBJECT_MAX],
+        body=clean_text(
+            f"{folder} in your folder was replaced by something that is not a folder (a "
+            f"file or a symbolic link). The office keeps that folder for mail, so it moved "
+            f"what was there to {aside} (nothing was deleted) and made the folder again. "
+            "Leave inbox/, outbox/ and their dot-folders to the office."
+        ),
+        created_at=created_at_of(msg_id),
+    )
+
+
+# --- text that reaches another agent ----------------------------------------------------
+
+# C0 and C1 controls and DEL; a body keeps tab and newline.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+_BODY_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_LINE_BREAKS = re.compile("[\r\n\v\f\x85\u2028\u2029]+")
+
+
+def clean_line(text: str) -> str:
+    """One line, as a subject must be: line breaks become spaces, controls go."""
+    return _CONTROL.sub("", _LINE_BREAKS.sub(" ", text))
+
+
+def clean_text(text: str) -> str:
+    """A body: lines kept, control characters (escape sequences, carriage returns that
+    overwrite what a terminal shows) removed."""
+    return _BODY_CONTROL.sub("", text)
+
+
+def display_name(name: str) -> str:
+    """A file name as text: bytes that are not UTF-8 shown as U+FFFD, one clean line."""
+    return clean_line(os.fsencode(name).decode("utf-8", "replace"))
+
+
+def is_safe_token(value: str) -> bool:
+    """An id, conversation or task id: short, printable, never a path."""
+    return 0 < len(value) <= TOKEN_MAX and "/" not in value and value.isprintable()
+
+
 # --- helpers ----------------------------------------------------------------------------
-
-
-def _is_safe_token(value: str) -> bool:
-    return 0 < len(value) <= 128 and "/" not in value
 
 
 def _who(agent: str) -> str:
@@ -364,7 +444,7 @@ def _notice(message: Message, *, kind: str, to: str, subject: str, body: str) ->
         sender=ROUTER,
         to=to,
         act="inform",
-        subject=subject[:SUBJECT_MAX],
+        subject=clean_line(subject)[:SUBJECT_MAX],
         body=body,
         task=message.task,
         hops=message.hops,
