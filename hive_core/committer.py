@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import shutil
 import stat
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -29,7 +31,16 @@ STALE_LOCK_AGE = 5.0
 FULL_SWEEP_EVERY = 60.0
 BACKOFF_FIRST = 0.05
 BACKOFF_MAX = 2.0
+# A commit that fails for another reason than a lock (a damaged repository, a full
+# disk) is retried ever more slowly up to this, and reported once, not every retry.
+FAILING_BACKOFF_MAX = 60.0
 FLUSH_TIMEOUT = 10.0
+# pygit2 has no gc: `git gc --auto` (packs loose objects, deltas the log's versions)
+# runs this often, between commits; it does nothing when there is little to pack.
+GC_EVERY = 600.0
+GC_TIMEOUT = 600.0
+# git's own default (6,700 loose objects) is ~27 MB of 4 KiB blocks of small messages.
+GC_LOOSE_OBJECTS = 1000
 
 # Temp files of atomic writes must never reach the history, whatever .gitignore says.
 _EXCLUDE_RULE = f"{TEMP_PREFIX}*"
@@ -48,6 +59,11 @@ class LockHeld(Exception):
     def __init__(self, lock: Path) -> None:
         super().__init__(f"git lock held: {lock}")
         self.lock = lock
+
+
+class RepoDamaged(Exception):
+    """The repository is not in a state the office may commit on; the message is the
+    sentence that tells the person what happened and what to do."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,12 +168,104 @@ def ensure_repo(path: Path) -> bool:
     """Make `path` a git repo on branch main if it is not one. True if it was created."""
     created = not (path / ".git").exists()
     repo = (
-        pygit2.init_repository(str(path), bare=False, initial_head="main")
+        pygit2.init_repository(str(path), bare=False, initial_head=BRANCH)
         if created
         else pygit2.Repository(str(path))
     )
     _prepare(repo)
     return created
+
+
+# --- what the office will not commit on ------------------------------------------
+
+BRANCH = "main"
+
+
+def _branch_ref(repo: pygit2.Repository) -> str | None:
+    """The branch HEAD names (refs/heads/main), or None if HEAD is detached."""
+    head = repo.lookup_reference("HEAD")
+    if head.type == pygit2.enums.ReferenceType.SYMBOLIC:
+        return str(head.target)
+    return None
+
+
+def _tip(repo: pygit2.Repository) -> str | None:
+    """The commit id HEAD stands on (None for a missing branch or an unreadable HEAD)."""
+    try:
+        branch = _branch_ref(repo)
+        if branch is None:
+            return str(repo.head.target)
+        ref = repo.references.get(branch)
+        return None if ref is None else str(ref.target)
+    except (pygit2.GitError, KeyError, ValueError):
+        return None
+
+
+def _last_logged(repo: pygit2.Repository, branch: str) -> str | None:
+    """Where the branch's own reflog last recorded it. Deleting a branch with git also
+    deletes this file; a ref file removed by hand leaves it behind."""
+    try:
+        lines = (Path(repo.path) / "logs" / branch).read_bytes().splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        fields = line.split(b" ", 2)
+        if len(fields) >= 2 and fields[1].strip(b"0"):
+            return fields[1].decode("ascii", "replace")
+    return None
+
+
+def check_repo(repo: pygit2.Repository, known_head: str | None = None) -> str | None:
+    """Why the office must not commit on `repo` now, as the sentence that tells the person
+    what to do; None when committing is safe. `known_head` is the commit the caller
+    last saw the branch on: a branch moved elsewhere since is refused, not overwritten."""
+    hive = Path(repo.workdir or repo.path)
+    git = f"git -C {hive}"
+    paused = "Commits are paused until then; the files themselves are safe."
+    try:
+        branch = _branch_ref(repo)
+        if branch is None:
+            return (
+                f"HEAD in {hive} is detached, not on the branch {BRANCH}, so commits would be "
+                f"lost. Put it back with `{git} checkout {BRANCH}`. {paused}"
+            )
+        ref = repo.references.get(branch)
+        target = None if ref is None else str(ref.target)
+    except (pygit2.GitError, ValueError) as err:
+        return f"the branch of {hive} cannot be read ({err}). {paused}"
+    if target is None:
+        last = known_head or _last_logged(repo, branch)
+        if last is None:
+            return None  # a new repository: its first commit is its root
+        return (
+            f"the branch {branch} in {hive} is gone (it last pointed at {last[:12]}); the "
+            f"office will not start a new history by itself. Restore it with "
+            f"`{git} update-ref {branch} {last}`, or start a new history with "
+            f"`{git} update-ref -d {branch}` and restart the office. {paused}"
+        )
+    if not isinstance(repo.get(target), pygit2.Commit):
+        return (
+            f"the last commit {target[:12]} of {branch} is missing from {hive}/.git (the "
+            f"repository is damaged; `{git} fsck` lists what else is). Restore .git from a "
+            f"backup, or start a new history with `{git} update-ref -d {branch}` and restart "
+            f"the office. {paused}"
+        )
+    if known_head and target != known_head and not _descends(repo, target, known_head):
+        return (
+            f"the branch {branch} in {hive} was moved from {known_head[:12]} to "
+            f"{target[:12]} outside the office; the office will not commit over that. Move it "
+            f"back with `{git} update-ref {branch} {known_head}`, or restart the office to go "
+            f"on from {target[:12]}. {paused}"
+        )
+    return None
+
+
+def _descends(repo: pygit2.Repository, commit: str, ancestor: str) -> bool:
+    """True if `commit` has `ancestor` in its history (someone committed on top of ours)."""
+    try:
+        return bool(repo.descendant_of(commit, ancestor))
+    except (pygit2.GitError, KeyError, ValueError):
+        return False
 
 
 def _lock_paths(repo: pygit2.Repository) -> list[Path]:
@@ -245,13 +353,39 @@ def _with_lock_check(repo: pygit2.Repository, attempt: Callable[[], str | None])
         raise
 
 
-def commit_all(repo_path: Path, message: str) -> str | None:
-    """Stage everything not ignored and commit it if the tree changed (one attempt)."""
-    repo = _open(repo_path)
+def _load_index(repo: pygit2.Repository) -> tuple[pygit2.Repository, pygit2.Index]:
+    """The repository and its index, read from disk. The index is only git's cache of
+    the last commit's tree plus what is staged: an unreadable one is replaced by one
+    built from HEAD (the next full stage puts back what changed since)."""
+    try:
+        index = repo.index
+        index.read(False)
+        return repo, index
+    except pygit2.GitError as err:
+        path = Path(repo.path) / "index"
+        log.warning("%s is unreadable (%s); rebuilding it from HEAD", path, err)
+    path.unlink(missing_ok=True)
+    # A fresh handle: the old one keeps the index it failed on.
+    repo = _open(Path(repo.workdir or repo.path))
     index = repo.index
+    head = _tip(repo)
+    commit = repo.get(head) if head else None
+    if isinstance(commit, pygit2.Commit):
+        index.read_tree(commit.tree)
+    index.write()
+    return repo, index
+
+
+def commit_all(repo_path: Path, message: str) -> str | None:
+    """Stage everything not ignored and commit it if the tree changed (one attempt).
+    Raises RepoDamaged, with what to do, when the repository must not be committed on."""
+    repo, index = _load_index(_open(repo_path))
     signature = pygit2.Signature("hive-office", "office@hive-office.local")
 
     def attempt() -> str | None:
+        refusal = check_repo(repo)
+        if refusal:
+            raise RepoDamaged(refusal)
         index.read(False)
         index.add_all()
         return _commit_index(repo, index, signature, lambda _changed: message)
@@ -272,19 +406,32 @@ class Committer:
         interval: float = 0.5,
         author_name: str = "hive-office",
         author_email: str = "office@hive-office.local",
+        before_commit: Callable[[], None] | None = None,
+        on_problem: Callable[[str], None] | None = None,
+        on_ok: Callable[[], None] | None = None,
+        gc_every: float | None = GC_EVERY,
     ) -> None:
+        """`before_commit` runs on run()'s loop before each commit (the office rotates its
+        log there); `on_problem(detail)` is called once per new reason commits fail and
+        `on_ok()` when they work again, both on run()'s loop; `gc_every` None: no gc."""
         self._root = repo_path.absolute()
-        self._repo = _open(self._root)
-        self._index = self._repo.index
+        self._repo, self._index = _load_index(_open(self._root))
+        # The branch as this committer last saw it: a move by someone else is refused.
+        self._head = _tip(self._repo)
         self._interval = interval
         self._author = (author_name, author_email)
+        self.before_commit = before_commit
+        self.on_problem = on_problem
+        self.on_ok = on_ok
+        self.gc_every = gc_every
+        self._problem: str | None = None
         # Guards the pending state below; held only for set/list operations.
         self._state = threading.Lock()
         self._paths: set[str] = set()
         self._full = False
         self._notes: list[Note] = []
         self._wake: Callable[[], None] | None = None
-        # One commit at a time, whichever thread asks (run()'s worker, flush()).
+        # One commit (or gc) at a time, whichever thread asks (run()'s worker, flush()).
         self._committing = threading.Lock()
 
     def _relative(self, path: Path | str) -> str:
@@ -344,18 +491,31 @@ class Committer:
                 raise
 
     def _attempt(self, paths: set[str], full: bool, notes: list[Note]) -> str | None:
+        refusal = check_repo(self._repo, self._head)
+        if refusal:
+            raise RepoDamaged(refusal)
         index = self._index
-        # Picks up the index from disk only if someone else changed it (a user's `git add`).
-        index.read(False)
+        try:
+            # Picks up the index from disk only if someone else changed it (`git add`).
+            index.read(False)
+        except pygit2.GitError:
+            self._repo, index = self._index_rebuilt()
+            full = True
         if full:
-            index.add_all()
+            self._stage_folder(index, "")
         else:
             for rel in sorted(paths):
                 self._stage(index, rel)
         signature = pygit2.Signature(*self._author)
-        return _commit_index(
+        made = _commit_index(
             self._repo, index, signature, lambda changed: summarize(notes, changed)
         )
+        self._head = made or _tip(self._repo)
+        return made
+
+    def _index_rebuilt(self) -> tuple[pygit2.Repository, pygit2.Index]:
+        self._repo, self._index = _load_index(self._repo)
+        return self._repo, self._index
 
     def _stage(self, index: pygit2.Index, rel: str) -> None:
         if rel == ".git" or rel.startswith(".git/"):
@@ -368,8 +528,7 @@ class Committer:
         if mode is not None and stat.S_ISDIR(mode):
             if rel in index:
                 index.remove(rel)  # was a file, is a folder now
-            # add_all also drops entries whose files are gone.
-            index.add_all([rel])
+            self._stage_folder(index, rel)
             return
         # Only kinds git stores; a socket or fifo is treated as absent. As in git, an
         # ignore rule keeps new files out but does not untrack a tracked one.
@@ -382,6 +541,11 @@ class Committer:
                 index.add(rel)
                 return
             except (OSError, pygit2.GitError):
+                if stat.S_ISREG(mode) and os.path.lexists(full):
+                    # libgit2 gives up on a file that grows while it reads it (the log,
+                    # appended to as we commit): commit what it holds now instead.
+                    self._stage_snapshot(index, rel, full, mode)
+                    return
                 if os.path.lexists(full):
                     raise
                 # Deleted between lstat and add: fall through and unstage it.
@@ -389,6 +553,30 @@ class Committer:
             index.remove(rel)
         # It may have been a folder: everything under it goes too.
         index.remove_directory(rel)
+
+    def _stage_folder(self, index: pygit2.Index, rel: str) -> None:
+        """Everything under a folder ("" for the hive); add_all also drops entries whose
+        files are gone. If a file in it grows while libgit2 reads it, add_all gives up
+        on the whole folder: its entries are then staged one by one."""
+        try:
+            index.add_all([rel] if rel else None)
+            return
+        except pygit2.GitError:
+            pass
+        prefix = f"{rel}/" if rel else ""
+        names = set(os.listdir(self._root / rel))
+        names |= {e.path[len(prefix) :].split("/", 1)[0] for e in index if e.path.startswith(prefix)}
+        for name in sorted(names):
+            self._stage(index, f"{prefix}{name}")
+
+    def _stage_snapshot(self, index: pygit2.Index, rel: str, full: Path, mode: int) -> None:
+        fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with open(fd, "rb") as f:
+            data = f.read()
+        # A line being appended is taken whole by the next commit.
+        blob = self._repo.create_blob(data)
+        kind = pygit2.enums.FileMode.BLOB_EXECUTABLE if mode & 0o100 else pygit2.enums.FileMode.BLOB
+        index.add(pygit2.IndexEntry(rel, blob, kind))
 
     def flush(self, timeout: float = FLUSH_TIMEOUT) -> str | None:
         """A full commit now, retrying with backoff while a git lock is held."""
@@ -402,6 +590,50 @@ class Committer:
                     raise
                 time.sleep(delay)
                 delay = min(delay * 2, BACKOFF_MAX)
+
+    def collect_garbage(self) -> bool:
+        """`git gc --auto` if git is installed, never while a commit is being made.
+        False if it could not run."""
+        git = shutil.which("git")
+        if git is None:
+            return False
+        # The hive's own settings decide, not the person's global git config.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+        env |= {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+        # Detached, gc would run on while the next commit is made.
+        cmd = [
+            git,
+            *("-C", str(self._root)),
+            *("-c", "gc.autoDetach=false", "-c", f"gc.auto={GC_LOOSE_OBJECTS}"),
+            *("gc", "--auto", "--quiet"),
+        ]
+        with self._committing:
+            try:
+                result = subprocess.run(cmd, env=env, capture_output=True, timeout=GC_TIMEOUT)
+            except (OSError, subprocess.TimeoutExpired) as err:
+                log.warning("git gc did not finish: %s", err)
+                return False
+        if result.returncode != 0:
+            log.warning("git gc failed: %s", result.stderr.decode(errors="replace").strip())
+            return False
+        return True
+
+    def _failed(self, detail: str) -> None:
+        """Said once per new reason, however often the retry fails the same way."""
+        if detail == self._problem:
+            return
+        self._problem = detail
+        log.error("commit failed: %s", detail)
+        if self.on_problem is not None:
+            self.on_problem(detail)
+
+    def _worked(self) -> None:
+        if self._problem is None:
+            return
+        self._problem = None
+        log.warning("commits work again")
+        if self.on_ok is not None:
+            self.on_ok()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Commit touched paths every `interval` s until `stop`, then a final full commit.
@@ -418,41 +650,58 @@ class Committer:
             self._wake = wake_up
         last_commit = -float("inf")
         next_full = time.monotonic()
+        next_gc = time.monotonic() + (self.gc_every or 0.0)
         backoff = 0.0
         try:
             while not stop.is_set():
+                if self.gc_every is not None and time.monotonic() >= next_gc:
+                    await asyncio.to_thread(self.collect_garbage)
+                    next_gc = time.monotonic() + self.gc_every
+                    continue
                 if not self.pending and time.monotonic() < next_full:
                     wake.clear()
                     # Re-checked after clear(): a touch() in between would be lost otherwise.
                     if not self.pending:
-                        await _first_of(stop, wake, next_full - time.monotonic())
+                        until = min(next_full, next_gc) if self.gc_every is not None else next_full
+                        await _first_of(stop, wake, until - time.monotonic())
                     continue
                 # A short settle gathers a burst into one commit; `interval` spaces commits.
                 settle = max(self._interval / 10, last_commit + self._interval - time.monotonic())
                 if await _first_of(stop, None, backoff or settle):
                     break
                 full = time.monotonic() >= next_full
+                if self.before_commit is not None:
+                    self.before_commit()
                 try:
                     await asyncio.to_thread(self.commit_now, full=full)
                 except LockHeld as err:
                     backoff = min(max(backoff * 2, BACKOFF_FIRST), BACKOFF_MAX)
                     log.debug("%s; retrying in %.2f s", err, backoff)
                     continue
-                except (pygit2.GitError, OSError):
-                    backoff = BACKOFF_MAX
-                    log.exception("commit failed; the changes stay pending")
+                except RepoDamaged as err:
+                    backoff = min(max(backoff * 2, BACKOFF_MAX), FAILING_BACKOFF_MAX)
+                    self._failed(str(err))
+                    continue
+                except (pygit2.GitError, OSError) as err:
+                    backoff = min(max(backoff * 2, BACKOFF_MAX), FAILING_BACKOFF_MAX)
+                    self._failed(
+                        f"commits fail ({err}); the changes are safe on disk and stay pending"
+                    )
                     continue
                 backoff = 0.0
+                self._worked()
                 last_commit = time.monotonic()
                 if full:
                     next_full = last_commit + FULL_SWEEP_EVERY
         finally:
             with self._state:
                 self._wake = None
+        # The files are safe on disk either way; the next start's full sweep commits them.
         try:
             await asyncio.to_thread(self.flush)
+        except RepoDamaged as err:
+            log.error("no final commit: %s", err)
         except (LockHeld, pygit2.GitError, OSError):
-            # The files are safe on disk; the next start's full sweep commits them.
             log.exception("final commit failed")
 
 

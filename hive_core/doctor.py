@@ -13,6 +13,7 @@ import pygit2
 
 from hive_core.agents.providers import providers
 from hive_core.agents.supervisor import tool_path
+from hive_core.committer import check_repo
 from hive_core.config import ConfigError, load_office
 from hive_core.health import read_health
 from hive_core.paths import HivePaths
@@ -41,8 +42,12 @@ def run_checks(paths: HivePaths) -> list[Check]:
     )
     try:
         repo = pygit2.Repository(str(paths.hive))
-        head = "no commits yet" if repo.head_is_unborn else f"HEAD {str(repo.head.target)[:8]}"
-        checks.append(Check(True, f"hive git repo at {paths.hive} ({head})"))
+        refusal = check_repo(repo)
+        if refusal:
+            checks.append(Check(False, refusal))
+        else:
+            head = "no commits yet" if repo.head_is_unborn else f"HEAD {str(repo.head.target)[:8]}"
+            checks.append(Check(True, f"hive git repo at {paths.hive} ({head})"))
     except pygit2.GitError:
         checks.append(Check(False, f"{paths.hive} is not a git repo", "run `hive-office init`"))
     longest = max(

@@ -6,11 +6,13 @@ pygit2 writes; the real `git` binary checks the result (log, ls-tree, fsck, stat
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -18,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from hive_core.committer import (
+    GC_LOOSE_OBJECTS,
     STALE_LOCK_AGE,
     Committer,
     LockHeld,
@@ -26,7 +29,10 @@ from hive_core.committer import (
     ensure_repo,
     summarize,
 )
-from hive_core.hive import GITIGNORE
+from hive_core.fsio import append_line
+from hive_core.hive import GITIGNORE, init_office
+from hive_core.logfile import LogFollower, iter_log_lines, rotate_if_due, segments
+from hive_core.paths import HivePaths
 
 # --- helpers ------------------------------------------------------------------
 
@@ -357,6 +363,34 @@ def test_young_lock_is_respected(repo: Path, committer: Committer) -> None:
     assert committer.commit_now() is not None
 
 
+def test_a_file_growing_while_it_is_staged_is_committed(repo: Path, committer: Committer) -> None:
+    """libgit2 refuses a file that grows while it reads it; the log is appended to as the
+    committer stages it."""
+    log = write(repo, "log.jsonl", "x" * 2_000_000 + "\n")
+    stop = threading.Event()
+
+    def append() -> None:
+        while not stop.is_set():
+            append_line(log, b"y" * 150)
+            time.sleep(0.0005)
+
+    appender = threading.Thread(target=append)
+    appender.start()
+    try:
+        for _ in range(20):
+            committer.touch(log)
+            committer.commit_now()
+        committer.touch(log)
+        committer.commit_now(full=True)
+    finally:
+        stop.set()
+        appender.join()
+    committed = git(repo, "show", "HEAD:log.jsonl")
+    assert log.read_text().startswith(committed) and len(committed) > 2_000_000
+    committer.touch(log)
+    committer.commit_now()
+
+
 # --- run / stop -------------------------------------------------------------------
 
 
@@ -405,3 +439,152 @@ def test_run_starts_with_a_sweep_and_stops_with_a_full_commit(
 
     run_with(committer, quiet_change)
     assert "agents/jim/memory/notes.md" in tracked(repo)
+
+
+# --- gc ---------------------------------------------------------------------------
+
+
+def loose_objects(repo: Path) -> int:
+    counts = dict(line.split(": ") for line in git(repo, "count-objects", "-v").splitlines())
+    return int(counts["count"])
+
+
+def texts_stored_under_17(n: int) -> list[str]:
+    """Texts whose git blobs are named 17...: `git gc --auto` estimates the loose objects
+    from how many sit in objects/17, so these make the estimate pass its threshold."""
+    found: list[str] = []
+    i = 0
+    while len(found) < n:
+        text = f"message {i}"
+        if hashlib.sha1(b"blob %d\0%s" % (len(text), text.encode())).hexdigest()[:2] == "17":
+            found.append(text)
+        i += 1
+    return found
+
+
+def test_gc_packs_loose_objects_between_commits(repo: Path) -> None:
+    committer = Committer(repo, interval=0.05, gc_every=0.2)
+    # More in objects/17 than GC_LOOSE_OBJECTS / 256: gc --auto finds too many loose.
+    texts = texts_stored_under_17(GC_LOOSE_OBJECTS // 256 + 2)
+
+    async def commits_then_gc() -> None:
+        for i, text in enumerate(texts):
+            committer.touch(write(repo, f"agents/jim/inbox/m{i:04}.json", text))
+            await async_wait_until(lambda: not committer.pending)
+        # Commits go on while gc runs between them; gc packs what it finds loose.
+        await async_wait_until(lambda: loose_objects(repo) == 0, timeout=60)
+        committer.touch(write(repo, "board.md", "after gc"))
+        await async_wait_until(lambda: not committer.pending)
+
+    run_with(committer, commits_then_gc)
+    assert {f"agents/jim/inbox/m{i:04}.json" for i in range(len(texts))} <= tracked(repo)
+    assert git(repo, "show", "HEAD:board.md") == "after gc"
+    assert_clean(repo)
+
+
+def test_gc_leaves_a_small_repository_alone(repo: Path, committer: Committer) -> None:
+    before = loose_objects(repo)
+    assert committer.collect_garbage()
+    assert loose_objects(repo) == before > 0
+
+
+# --- the log: rotation into segments ----------------------------------------------
+
+
+@pytest.fixture
+def office(tmp_path: Path) -> HivePaths:
+    paths = HivePaths(tmp_path / "home")
+    init_office(paths)
+    commit_all(paths.hive, "office: initialised")
+    return paths
+
+
+def log_line(n: int) -> bytes:
+    return b'{"ts":"t","kind":"route","msg":"m%05d","detail":"%s"}' % (n, b"x" * 80)
+
+
+def number_of(line: bytes) -> int:
+    found = re.search(rb'"msg":"m(\d+)"', line)
+    assert found
+    return int(found[1])
+
+
+def test_log_rotates_into_segments_each_committed_once(office: HivePaths) -> None:
+    limit = 2048
+    rotating = Committer(
+        office.hive,
+        interval=0.05,
+        before_commit=lambda: rotating.touch(*rotate_if_due(office, limit)),
+    )
+    total = 200
+
+    async def appends() -> None:
+        for n in range(total):
+            append_line(office.log, log_line(n))
+            rotating.touch(office.log)
+            rotating.note("route")
+            if n % 5 == 0:
+                await async_wait_until(lambda: not rotating.pending)
+
+    run_with(rotating, appends)
+    parts = segments(office)
+    assert len(parts) >= total * len(log_line(0)) // limit - 2
+    assert [p.name for p in parts[:2]] == ["0001.jsonl", "0002.jsonl"]
+    assert all(limit <= p.stat().st_size < 2 * limit for p in parts)
+    assert office.log.stat().st_size < limit + len(log_line(0)) + 1
+    for part in parts:
+        rel = str(part.relative_to(office.hive))
+        assert len(git(office.hive, "log", "--format=%H", "--", rel).split()) == 1, rel
+    # Every line is kept once, in order, across the segments and the live file.
+    assert list(iter_log_lines(office)) == [log_line(n) for n in range(total)]
+    assert list(iter_log_lines(office, 3)) == [log_line(n) for n in range(total - 3, total)]
+    assert_clean(office.hive)
+
+
+def test_log_is_not_rotated_while_a_claim_is_in_progress(office: HivePaths) -> None:
+    append_line(office.log, b"x" * 100)
+    claim = office.mailbox("jim").routing / "2026-id~m.json"
+    claim.write_text("{}")
+    assert rotate_if_due(office, 64) == []
+    assert segments(office) == []
+    claim.unlink()
+    assert rotate_if_due(office, 64) == [office.log_segments / "0001.jsonl", office.log]
+    assert office.log.read_bytes() == b""
+    assert rotate_if_due(office, 64) == []
+
+
+def test_log_tail_reads_only_what_it_needs_and_filters(office: HivePaths) -> None:
+    for n in range(30):
+        append_line(office.log, log_line(n))
+        if n % 10 == 9:
+            rotate_if_due(office, 1)
+    append_line(office.log, log_line(30))
+    with office.log.open("ab") as f:
+        f.write(b'{"half a line')  # mid-append: not an event yet
+    assert [p.name for p in segments(office)] == ["0001.jsonl", "0002.jsonl", "0003.jsonl"]
+    assert list(iter_log_lines(office, 1)) == [log_line(30)]
+    even = list(iter_log_lines(office, 4, keep=lambda line: number_of(line) % 2 == 0))
+    assert even == [log_line(n) for n in (24, 26, 28, 30)]
+    assert len(list(iter_log_lines(office))) == 31
+
+
+def test_a_follower_reads_across_rotations(office: HivePaths) -> None:
+    append_line(office.log, log_line(0))
+    follower = LogFollower(office)
+    assert follower.read() == []
+    append_line(office.log, log_line(1))
+    assert follower.read() == [log_line(1)]
+    append_line(office.log, log_line(2))
+    rotate_if_due(office, 1)
+    append_line(office.log, log_line(3))
+    # The rest of the rotated file first, then the new live file from its start.
+    assert follower.read() == [log_line(2), log_line(3)]
+    # Two rotations between reads, the second leaving no live file for a moment.
+    append_line(office.log, log_line(4))
+    rotate_if_due(office, 1)
+    append_line(office.log, log_line(5))
+    rotate_if_due(office, 1)
+    office.log.unlink()
+    assert follower.read() == [log_line(4), log_line(5)]
+    append_line(office.log, log_line(6))
+    assert follower.read() == [log_line(6)]
