@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 
-from hive_core import control
 from hive_core.paths import HivePaths
 from hive_core.schema import HUMAN, ControlRequest, OfficeConfig
 
@@ -29,13 +28,21 @@ def authenticated_caller(paths: HivePaths, config: OfficeConfig) -> str:
         return HUMAN
     claimed = os.environ["HIVE_AGENT_ID"].strip()
     if not claimed:
-        raise CallerError("HIVE_AGENT_ID is set but empty; unset it to act as the person, or set it "
-                          "to your agent id.")
+        raise CallerError(
+            "HIVE_AGENT_ID is set but empty; unset it to act as the person, or set it "
+            "to your agent id."
+        )
     if claimed == HUMAN:
         return HUMAN
     if claimed not in {a.id for a in config.agents}:
         ids = ", ".join(a.id for a in config.agents)
-        raise CallerError(f"HIVE_AGENT_ID is {claimed!r}, which is not an agent of this office ({ids}).")
+        raise CallerError(
+            f"HIVE_AGENT_ID is {claimed!r}, which is not an agent of this office ({ids})."
+        )
+    # Here, not at the top: the control module carries the office's asyncio server, and
+    # only a claim that needs proving should pay for importing it.
+    from hive_core import control
+
     try:
         reply = control.request(
             paths.control_socket,

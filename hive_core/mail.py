@@ -133,7 +133,10 @@ def mark_done(box: Mailbox, message_id: str) -> bool:
         return False
     cursor = read_cursor(box)
     if cursor.last_processed is None or message_id > cursor.last_processed:
-        atomic_write(box.cursor, msgspec.json.encode(Cursor(last_processed=message_id)) + b"\n")
+        # No fsync: the cursor is a hint (a lost one reads as fresh), and `hive done`
+        # should not wait on the disk for it.
+        cursor_json = msgspec.json.encode(Cursor(last_processed=message_id)) + b"\n"
+        atomic_write(box.cursor, cursor_json, fsync=False)
     return True
 
 

@@ -31,7 +31,15 @@ import msgspec
 
 from hive_core.fsio import atomic_write
 from hive_core.paths import HivePaths
-from hive_core.schema import BODY_MAX, SUBJECT_MAX, Task, TaskQuestion, TaskStatus
+from hive_core.schema import (
+    BODY_MAX,
+    JSON_DEPTH_MAX,
+    SUBJECT_MAX,
+    Task,
+    TaskQuestion,
+    TaskStatus,
+    json_depth,
+)
 
 RawTask = dict[str, Any]
 RawLedger = dict[str, Any]
@@ -92,6 +100,11 @@ def empty_ledger() -> RawLedger:
 
 def parse_ledger(data: bytes, where: str) -> RawLedger:
     """The ledger in `data` as raw objects, every task checked against the schema."""
+    depth = json_depth(data)
+    if depth > JSON_DEPTH_MAX:
+        # Checked before decoding: msgspec would recurse into it and fail with a
+        # RecursionError, not a DecodeError.
+        raise _unreadable(where, f"JSON nested {depth} levels deep, over {JSON_DEPTH_MAX}")
     try:
         raw = msgspec.json.decode(data)
     except msgspec.DecodeError as e:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import gc
 import os
 import shutil
 import signal
@@ -14,14 +16,16 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import CliRunner
 
 from hive_core import mail
-from hive_core.cli.hive import cli
+from hive_core.cli.group import cli
+from hive_core.cli.hive import main
 from hive_core.fsio import append_line
 from hive_core.hive import init_office, read_registry, write_registry
 from hive_core.ids import created_at_of, new_message_id
 from hive_core.paths import HivePaths
+from hive_core.routing import decide
 from hive_core.schema import (
     BODY_MAX,
     SUBJECT_MAX,
@@ -35,11 +39,36 @@ from hive_core.schema import (
 HIVE_BIN = Path(sys.executable).parent / "hive"
 
 
+@dataclasses.dataclass(frozen=True)
+class Result:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+
+def invoke(args: list[str], env: dict[str, str | None], stdin: bytes | str | None = None) -> Result:
+    """`hive ARGS` through the console script's own entry point, in this process."""
+    with CliRunner().isolation(input=stdin, env=env) as (out, err, _):
+        try:
+            main(args)
+            code = 0
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else int(e.code is not None)
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+    return Result(code, out.getvalue().decode(), err.getvalue().decode())
+
+
 def hive(
     paths: HivePaths, *args: str, agent: str | None = None, stdin: bytes | str | None = None
 ) -> Result:
     env = {"HIVE_HOME": str(paths.home), "HIVE_AGENT_ID": agent}
-    return CliRunner(env=env).invoke(cli, list(args), input=stdin)
+    return invoke(list(args), env, stdin)
 
 
 def deliver(paths: HivePaths, to: str, *, sender: str = "jim", **fields: object) -> Message:
@@ -184,6 +213,24 @@ def test_send_refuses_an_invalid_act(office_home: HivePaths) -> None:
     assert drafts(office_home, "human") == []
 
 
+def test_a_body_of_control_characters_is_sent_and_routed_clean(office_home: HivePaths) -> None:
+    # The CLI takes any UTF-8 text up to the limit; the router removes what must not
+    # reach a terminal, so both sides agree on what is deliverable.
+    noise = bytes(c for c in range(32) if c not in b"\t\n") + b"\x7f\x1b[2J"
+    body = (noise * (BODY_MAX // len(noise) + 1))[:BODY_MAX]
+    args = ("send", "--to", "pam", "--subject", "Noise", "-")
+    result = hive(office_home, *args, agent="jim", stdin=body)
+    assert result.exit_code == 0, result.output
+    [path] = mail.message_files(office_home.mailbox("jim").outbox)
+    draft = decide.parse_draft(path.read_bytes())
+    assert isinstance(draft, Draft) and draft.body == body.decode()
+    routed = decide.normalise(draft, msg_id=new_message_id(), sender="jim", parent=None)
+    assert routed.body == "[2J" * body.count(b"\x1b[2J") and routed.subject == "Noise"
+    over = hive(office_home, *args, agent="jim", stdin=body + b"\x01")
+    assert over.exit_code == 2 and "more than 65536 bytes" in over.stderr
+    assert len(drafts(office_home, "jim")) == 1
+
+
 @pytest.mark.parametrize(
     ("stdin", "expected"),
     [(b"caf\xe9\n", "not UTF-8"), (b"x" * (BODY_MAX + 1), "more than 65536 bytes")],
@@ -299,6 +346,25 @@ def test_inbox_neutralises_escape_sequences(office_home: HivePaths) -> None:
     deliver(office_home, "pam", subject="\x1b[2Jwiped", body="\x1b]0;title\x07")
     out = hive(office_home, "inbox", agent="pam").stdout
     assert "\x1b" not in out and "\\x1b[2Jwiped" in out
+
+
+def test_inbox_skips_a_hostile_file_with_a_note(office_home: HivePaths) -> None:
+    before = deliver(office_home, "pam", subject="Before")
+    inbox = office_home.mailbox("pam").inbox
+    nested = b'{"to": "pam", "x": ' + b"[" * 1000 + b"]" * 1000 + b"}"
+    (inbox / f"{new_message_id()}-nested\x1b[2J.json").write_bytes(nested)
+    (inbox / f"{new_message_id()}-garbage.json").write_bytes(b"\xff\x00 not json")
+    after = deliver(office_home, "pam", subject="After")
+    for args in (["inbox"], ["inbox", "--json"]):
+        result = hive(office_home, *args, agent="pam")
+        assert result.exit_code == 0, result.output
+        notes = result.stderr.splitlines()
+        assert len(notes) == 2 and all(n.startswith("hive: skipped ") for n in notes)
+        assert "nested" in notes[0] and "\x1b" not in result.stderr
+        assert "garbage" in notes[1]
+    listed = msgspec.json.decode(result.stdout, type=list[Message])
+    assert [m.id for m in listed] == [before.id, after.id]
+    assert len(mail.message_files(inbox)) == 4  # the bad files are left where they are
 
 
 def test_read_text_json_and_missing(office_home: HivePaths) -> None:
@@ -489,11 +555,28 @@ def test_log_filters_by_agent(office_home: HivePaths) -> None:
     assert bad.exit_code == 2
 
 
+def test_log_reads_rotated_segments_and_passes_over_deep_lines(office_home: HivePaths) -> None:
+    log_event(office_home, kind="office", detail="first")
+    office_home.log_segments.mkdir()
+    office_home.log.rename(office_home.log_segments / "0001.jsonl")
+    append_line(office_home.log, b'{"ts": "x", "kind": ' + b"[" * 1000 + b"]" * 1000 + b"}")
+    log_event(office_home, kind="office", detail="second")
+
+    def details(*args: str) -> list[str | None]:
+        result = hive(office_home, "log", "--json", *args)
+        assert result.exit_code == 0 and result.stderr == "", result.output
+        return [msgspec.json.decode(ln, type=LogEvent).detail for ln in result.stdout.splitlines()]
+
+    assert details("-n", "0") == ["first", "second"]
+    assert details("-n", "2") == ["first", "second"]
+    assert details("-n", "1") == ["second"]
+
+
 # --- outside an office, help, real processes -------------------------------------------
 
 
 def test_no_office_is_a_clear_error(tmp_path: Path) -> None:
-    result = CliRunner(env={"HIVE_HOME": str(tmp_path / "none")}).invoke(cli, ["inbox"])
+    result = invoke(["inbox"], {"HIVE_HOME": str(tmp_path / "none")})
     assert result.exit_code == 1
     assert "hive-office init" in result.stderr
 
@@ -502,14 +585,17 @@ def test_no_office_is_a_clear_error(tmp_path: Path) -> None:
     "verb", ["send", "reply", "inbox", "read", "done", "board", "triage", "roster", "log"]
 )
 def test_every_verb_has_help_with_examples(verb: str) -> None:
-    result = CliRunner().invoke(cli, [verb, "--help"])
+    result = invoke([verb, "--help"], {})
     assert result.exit_code == 0
     assert f"hive {verb}" in result.stdout
 
 
 def test_every_contract_verb_is_there() -> None:
-    assert {"send", "reply", "inbox", "read", "done", "board", "triage", "roster", "log",
-            "task", "memory"} <= set(cli.commands)
+    listed = invoke(["--help"], {}).stdout.split("Commands:")[1]
+    assert {line.split()[0] for line in listed.splitlines() if line.strip()} >= {
+        *("send", "reply", "inbox", "read", "done", "board", "triage", "roster", "log"),
+        *("task", "memory", "mcp"),
+    }
 
 
 def run_hive(
@@ -548,6 +634,146 @@ def test_subprocess_send_inbox_done(office_home: HivePaths) -> None:
     assert [m.id for m in msgspec.json.decode(listed.stdout, type=list[Message])] == [message.id]
     assert run_hive(office_home, "done", "--all", agent="jim").returncode == 0
     assert (office_home.mailbox("jim").done / f"{message.id}.json").exists()
+
+
+# What agents' mail calls must not import: the event loop, the memory index, the click
+# machinery, git, the app, the MCP server; and what costs a mail call a fifth of its
+# start-up for nothing (inspect, through typing_extensions or dataclasses).
+HEAVY_MODULES = (
+    *("asyncio", "click", "hive_core.memory", "sqlite3", "pygit2", "textual", "mcp"),
+    *("typing_extensions", "inspect", "dataclasses"),
+)
+
+
+# What the console script does (`from hive_core.cli.hive import main`), then the list
+# of every module the run imported.
+LIST_MODULES = """
+import sys
+from hive_core.cli.hive import main
+try:
+    main(sys.argv[1:])
+finally:
+    sys.stderr.write("\\n".join(sys.modules))
+"""
+
+
+def imported_by(paths: HivePaths, *args: str, agent: str) -> set[str]:
+    """The modules `hive ARGS` imports, run as its console script runs it."""
+    env = {**os.environ, "HIVE_HOME": str(paths.home), "HIVE_AGENT_ID": agent}
+    ran = subprocess.run(
+        [sys.executable, "-c", LIST_MODULES, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stderr
+    return set(ran.stderr.splitlines())
+
+
+def test_mail_verbs_import_nothing_heavy(office_home: HivePaths) -> None:
+    first = deliver(office_home, "jim", sender="pam")
+    second = deliver(office_home, "jim", sender="pam")
+    runs = {
+        "inbox": imported_by(office_home, "inbox", agent="jim"),
+        "read": imported_by(office_home, "read", first.id, agent="jim"),
+        "reply": imported_by(office_home, "reply", first.id, "--body", "ok", agent="jim"),
+        "send": imported_by(office_home, "send", "--to", "pam", "--body", "hi", agent="jim"),
+        "done": imported_by(office_home, "done", first.id, second.id, agent="jim"),
+    }
+    for verb, modules in runs.items():
+        assert "hive_core.mail" in modules, verb  # the listing is real
+        heavy = {m for m in modules if m.split(".")[0] in HEAVY_MODULES or m in HEAVY_MODULES}
+        assert heavy == set(), verb
+    assert len(drafts(office_home, "jim")) == 2
+    assert mail.message_files(office_home.mailbox("jim").inbox) == []
+    # The other verbs go through click, so the check above can tell.
+    assert "click" in imported_by(office_home, "roster", agent="jim")
+
+
+def test_main_turns_the_collector_back_on(office_home: HivePaths) -> None:
+    # Off while a mail verb starts; `hive mcp` and `hive log -f` run for hours.
+    for args in (["inbox"], ["send", "--to", "nobody"], ["roster"]):
+        hive(office_home, *args, agent="jim")
+        assert gc.isenabled(), args
+
+
+def test_the_click_group_runs_mail_verbs_the_same_way(office_home: HivePaths) -> None:
+    runner = CliRunner(env={"HIVE_AGENT_ID": "jim", "HIVE_HOME": None})
+    home = str(office_home.home)
+    sent = runner.invoke(cli, ["--home", home, "send", "--to", "pam", "--body", "--force"])
+    assert sent.exit_code == 0, sent.output
+    assert [d.body for d in drafts(office_home, "jim")] == ["--force"]
+    refused = runner.invoke(cli, ["--home", home, "send", "--to", "nobody", "--body", "x"])
+    assert refused.exit_code == 2
+    assert refused.stderr.startswith("hive: there is no agent 'nobody'")
+    helped = runner.invoke(cli, ["send", "--help"])
+    assert helped.exit_code == 0 and "hive send --to jim" in helped.stdout
+
+
+def test_option_values_may_start_with_a_dash(office_home: HivePaths) -> None:
+    # As click parses: the word after --body or --subject is its value, whatever it is.
+    sent = hive(
+        office_home, "send", "--to", "pam", "--subject", "-x", "--body", "--dry-run", agent="jim"
+    )
+    assert sent.exit_code == 0, sent.output
+    assert [(d.subject, d.body) for d in drafts(office_home, "jim")] == [("-x", "--dry-run")]
+    assert len(drafts(office_home, "jim")) == 1
+
+
+# Usage errors of the mail verbs, word for word as click wrote them when it parsed them.
+USAGE_ERRORS = {
+    ("send", "--to", "pam", "--needs"): "No such option '--needs'. Did you mean '--needs-human'?",
+    ("send", "--tx"): "No such option '--tx'. (Did you mean one of: '--act', '--task', '--to'?)",
+    ("send",): "Missing option '--to'.",
+    ("send", "--to", "pam", "--act", "x"): "Invalid value for '--act': 'x' is not one of "
+    "'request', 'inform', 'propose', 'query', 'agree', 'refuse', 'done'.",
+    ("reply",): "Missing argument 'MSGID'.",
+    ("read", "a", "b"): "Got unexpected extra argument (b)",
+}
+
+
+@pytest.mark.parametrize("args", USAGE_ERRORS)
+def test_mail_verb_usage_errors_read_as_before(office_home: HivePaths, args: tuple[str]) -> None:
+    result = hive(office_home, *args, agent="jim")
+    assert result.exit_code == 2
+    usage = {"send": "[OPTIONS] [-]", "reply": "[OPTIONS] MSGID [-]", "read": "[OPTIONS] MSGID"}
+    assert result.stderr == (
+        f"Usage: hive {args[0]} {usage[args[0]]}\nTry 'hive {args[0]} --help' for help.\n\n"
+        f"Error: {USAGE_ERRORS[args]}\n"
+    )
+    assert drafts(office_home, "jim") == []
+
+
+def test_an_option_without_its_value_is_one_line(office_home: HivePaths) -> None:
+    for args, expected in [
+        (("send", "--to"), "Error: Option '--to' requires an argument.\n"),
+        (("inbox", "--json=yes"), "Error: Option '--json' does not take a value.\n"),
+    ]:
+        result = hive(office_home, *args, agent="jim")
+        assert (result.exit_code, result.stderr) == (2, expected)
+    assert hive(office_home, "inbox", "--json", agent="jim").exit_code == 0
+
+
+def test_help_comes_after_reading_every_word_as_in_click(office_home: HivePaths) -> None:
+    # A word click cannot read is an error even after --help; a value it would only
+    # check later (a choice, a missing option or argument) is not.
+    unreadable = hive(office_home, "send", "--help", "--bogus", agent="jim")
+    assert unreadable.exit_code == 2 and "No such option '--bogus'" in unreadable.stderr
+    for args in (["send", "--act", "x", "-h"], ["reply", "--help"], ["read", "a", "b", "-h"]):
+        helped = hive(office_home, *args, agent="jim")
+        assert helped.exit_code == 0 and helped.stdout.startswith(f"Usage: hive {args[0]} ")
+
+
+def test_mail_verb_help_is_laid_out_as_click_does(office_home: HivePaths) -> None:
+    text = invoke(["send", "--help"], {"COLUMNS": "80"}).stdout
+    assert text.startswith("Usage: hive send [OPTIONS] [-]\n\n  Send a message")
+    assert "\n    git diff | hive send --to pam" in text
+    assert "  --to ID                         An agent id, or god (the manager), human,\n" in text
+    assert "  --act [request|inform|propose|query|agree|refuse|done]\n" in text
+    assert "the others end a thread.  [default: inform]\n" in text
+    assert text.endswith("  -h, --help                      Show this message and exit.\n")
 
 
 def test_subprocess_errors_have_no_traceback(tmp_path: Path, office_home: HivePaths) -> None:
@@ -601,8 +827,10 @@ def test_subprocess_log_follow(office_home: HivePaths) -> None:
 
 
 def test_home_option_before_or_after_the_verb(office_home: HivePaths, tmp_path: Path) -> None:
-    runner = CliRunner(env={"HIVE_HOME": str(tmp_path / "elsewhere"), "HIVE_AGENT_ID": None})
+    env: dict[str, str | None] = {"HIVE_HOME": str(tmp_path / "elsewhere"), "HIVE_AGENT_ID": None}
     home = str(office_home.home)
-    assert runner.invoke(cli, ["--home", home, "roster", "--json"]).exit_code == 0
-    assert runner.invoke(cli, ["roster", "--home", home, "--json"]).exit_code == 0
-    assert runner.invoke(cli, ["roster"]).exit_code == 1
+    for verb in ("roster", "inbox"):
+        assert invoke(["--home", home, verb, "--json"], env).exit_code == 0
+        assert invoke([f"--home={home}", verb, "--json"], env).exit_code == 0
+        assert invoke([verb, "--home", home, "--json"], env).exit_code == 0
+        assert invoke([verb], env).exit_code == 1

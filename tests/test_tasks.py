@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hive_core import mail, tasks
-from hive_core.cli.hive import cli
+from hive_core.cli.group import cli
 from hive_core.paths import HivePaths
 from hive_core.schema import Draft, Ledger, Task, TaskQuestion
 from hive_core.tasks import (
@@ -440,6 +440,7 @@ def test_a_ledger_without_tasks_key_is_empty_and_keeps_its_fields() -> None:
             b' {"id": "t1", "title": "b", "created_at": "x", "updated_at": "x"}]}',
             "two tasks have the id 't1'",
         ),
+        (b'{"tasks": [' + b"[" * 1000 + b"]" * 1000 + b"]}", "nested 1002 levels deep"),
     ],
 )
 def test_a_corrupt_ledger_is_a_clear_error(data: bytes, why: str) -> None:
@@ -751,6 +752,24 @@ def test_a_corrupt_ledger_is_reported_and_left_alone(office_home: HivePaths) -> 
         assert "is not a valid task ledger" in result.stderr
     assert office_home.tasks.read_bytes() == b'{"tasks": [oops'
     assert all_outboxes(office_home) == []
+
+
+def test_a_deeply_nested_ledger_is_a_sentence_not_a_traceback(office_home: HivePaths) -> None:
+    task = {"id": "t1", "title": "a", "created_at": "x", "updated_at": "x"}
+
+    def ledger(extra: str) -> bytes:
+        return msgspec.json.encode({"tasks": [task]})[:-3] + f', "extra": {extra}}}]}}'.encode()
+
+    # Unknown fields are kept (DESIGN 9), nested ones too, within the office's limit.
+    office_home.tasks.write_bytes(ledger("[" * 20 + "]" * 20))
+    assert "t1" in ok(hive(office_home, "list")).stdout
+    deep = ledger("[" * 1000 + "]" * 1000)
+    office_home.tasks.write_bytes(deep)
+    result = hive(office_home, "list")
+    assert result.exit_code == 1, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert "nested 1003 levels deep" in result.stderr
+    assert office_home.tasks.read_bytes() == deep
 
 
 def test_a_missing_ledger_file_is_created_by_the_first_write(office_home: HivePaths) -> None:

@@ -94,9 +94,13 @@ def _caller() -> Caller:
 
 def _store(paths: HivePaths) -> MemoryStore:
     try:
-        return open_store(paths)
+        store = open_store(paths)
     except ConfigError as e:
         raise MemoryCliError(str(e)) from None
+    # A damaged memory.db was rebuilt from the hive: say so, the command goes on.
+    for line in store.recovered:
+        click.echo(f"hive: {line}", err=True)
+    return store
 
 
 def _read_text(words: tuple[str, ...]) -> str:
@@ -256,6 +260,8 @@ def reindex_cmd() -> None:
     caller = _caller()
     with _store(caller.paths) as store:
         count = store.reindex()
+    for line in store.refused:
+        click.echo(f"hive: skipped {line}", err=True)
     click.echo(f"indexed {count} entries into {caller.paths.memory_db}")
 
 

@@ -17,7 +17,6 @@ when a command fails.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -26,16 +25,8 @@ import msgspec
 
 from hive_core import mail, tasks
 from hive_core.caller import CallerError, authenticated_caller
-from hive_core.cli.hive import (
-    BadUsage,
-    HiveError,
-    Office,
-    _check,
-    _post,
-    home_option,
-    open_office,
-    read_source,
-)
+from hive_core.cli.group import current_office, home_option
+from hive_core.cli.mail_cmd import BadUsage, HiveError, Office, check, post, read_source
 from hive_core.cli.render import clean, one_line
 from hive_core.ids import utc_now_iso
 from hive_core.schema import BODY_MAX, HUMAN, SUBJECT_MAX, Draft, OfficeConfig, Task
@@ -46,12 +37,12 @@ TITLE_WIDTH = 60
 
 def _office() -> Office:
     """The office, with the caller proven by the office when it runs."""
-    office = open_office()
+    office = current_office()
     try:
         caller = authenticated_caller(office.paths, office.config)
     except CallerError as e:
         raise HiveError(str(e)) from None
-    return dataclasses.replace(office, caller=caller)
+    return office._replace(caller=caller)
 
 
 def _writes(office: Office) -> bool:
@@ -109,7 +100,7 @@ def _assignment(office: Office, task: Task) -> Draft | None:
     problem = mail.check_recipient(office.config, office.caller, draft.to)
     if problem:
         raise HiveError(f"cannot tell {draft.to} about {task.id}: {problem}")
-    _check(draft)
+    check(draft)
     return draft
 
 
@@ -128,8 +119,6 @@ def _normalise_field(
 # --- the group and its verbs -------------------------------------------------------------
 
 
-# Built as a value, not with @click.group: cli/hive.py imports this module at its end,
-# and mypy cannot type a decorated function across that import cycle.
 task: click.Group = home_option(
     click.Group(
         "task",
@@ -168,7 +157,7 @@ def list_tasks(as_json: bool, mine: bool, statuses: tuple[str, ...]) -> None:
       hive task list --mine --status doing
       hive task list --json | jq '.tasks[] | select(.status != "done") | .id'
     """
-    office = _office() if mine else open_office()
+    office = _office() if mine else current_office()
     with _ledger_errors():
         ledger = tasks.load_ledger(office.paths.tasks)
     everything = tasks.tasks_of(ledger)
@@ -261,7 +250,7 @@ def add(
     owner = f" (assigned to {added.assignee})" if added.assignee else ""
     click.echo(f"added {added.id}: {one_line(added.title)}{owner}")
     if request is not None:
-        _post(office, request)
+        post(office, request)
 
 
 @task.command()
@@ -288,7 +277,7 @@ def assign(task_id: str, agent_id: str) -> None:
         tasks.save_ledger(paths.tasks, ledger)
     click.echo(f"{task_id} assigned to {agent_id}")
     if request is not None:
-        _post(office, request)
+        post(office, request)
 
 
 @task.command()
@@ -406,6 +395,6 @@ def done_task(task_id: str, result: str) -> None:
         body=text,
         task=finished.id,
     )
-    _check(report)
-    _post(office, report)
+    check(report)
+    post(office, report)
     click.echo(f"The manager ({office.manager}) records {task_id} as done in the ledger.")

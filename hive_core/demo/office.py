@@ -53,8 +53,8 @@ def demo_home(home: str | None) -> Path:
 
 def start_demo(home: Path, brains: dict[str, Brain] | None = None) -> Demo:
     """Lay out the demo office and start its scripted models (`brains` by agent id, the
-    demo's own by default). Call it holding the office lock: everything in the home but
-    run/ (where the lock lives) is laid out afresh. Apply `Demo.env` to the office's
+    demo's own by default). Call it holding the office lock (a flock on the home folder
+    itself): everything in the home but run/ is laid out afresh. Apply `Demo.env` to the office's
     environment before it starts agents."""
     for entry in home.iterdir() if home.exists() else []:
         if entry.name != "run":

@@ -1,0 +1,307 @@
+"""The `hive` click group: board, triage, roster, log, and the task, memory and mcp groups.
+
+`hive.main` hands it every verb but the mail verbs, which run without click
+(cli/mail_cmd.py). The group still lists them, so `hive --help` shows every verb; run
+through the group, a mail verb gets its words unparsed and hands them to the same code.
+The task, memory and mcp groups are imported only when called (or listed by `--help`):
+memory and mcp pull in SQLite, asyncio and the mcp package.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import click
+import msgspec
+
+from hive_core import mail
+from hive_core.caller import CallerError, authenticated_caller
+from hive_core.cli import render
+from hive_core.cli.mail_cmd import (
+    HOME_HELP,
+    MAIL_VERBS,
+    BadUsage,
+    HiveError,
+    Office,
+    check,
+    decode_text,
+    open_office,
+    post,
+    read_source,
+    run_verb,
+)
+from hive_core.fsio import atomic_write
+from hive_core.hive import read_registry, registry_from_roster
+from hive_core.logfile import iter_log_lines
+from hive_core.schema import BODY_MAX, JSON_DEPTH_MAX, LogEvent, is_agent_id, json_depth
+
+_HOME_KEY = "hive.home"
+FOLLOW_POLL_SECONDS = 0.25
+
+_log_decoder = msgspec.json.Decoder(LogEvent)
+
+# name -> (module, attribute) of the groups imported on first use.
+_LAZY = {
+    "task": ("hive_core.cli.task_cmd", "task"),
+    "memory": ("hive_core.cli.memory_cmd", "memory_group"),
+    "mcp": ("hive_core.cli.mcp_cmd", "mcp_command"),
+}
+
+
+class _HiveGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*self.commands, *_LAZY])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in _LAZY:
+            module, attribute = _LAZY[cmd_name]
+            command: click.Command = getattr(importlib.import_module(module), attribute)
+            return command
+        return super().get_command(ctx, cmd_name)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        # The verbs refuse with the mail verbs' HiveError, which knows nothing of click.
+        try:
+            return super().invoke(ctx)
+        except HiveError as e:
+            click.echo(f"hive: {e}", err=True)
+            ctx.exit(e.exit_code)
+
+
+def _remember_home(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    # ctx.meta is shared by the group and the verb, so `hive --home X board` and
+    # `hive board --home X` both work; the verb's option, parsed later, wins.
+    if value is not None:
+        ctx.meta[_HOME_KEY] = value
+
+
+home_option = click.option(
+    "--home", metavar="DIR", expose_value=False, callback=_remember_home, help=HOME_HELP
+)
+
+
+def _home() -> str | None:
+    home: str | None = click.get_current_context().meta.get(_HOME_KEY)
+    return home
+
+
+def current_office() -> Office:
+    """The office of this command line's --home (else HIVE_HOME) and its caller."""
+    return open_office(_home())
+
+
+@click.group(
+    cls=_HiveGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+@home_option
+def cli() -> None:
+    """Mail, board, triage, roster and log of a hive-office.
+
+    \b
+    Who you are comes from HIVE_AGENT_ID (set for every agent); unset, you are
+    the person at the keyboard (`human`). The office home is --home, $HIVE_HOME
+    or ~/.hive-office. Nothing here needs the office to be running: mail waits
+    in your outbox until it is.
+
+    \b
+      hive inbox                          what is waiting for me
+      hive send --to jim --act request --subject "Review" --body "..."
+      hive reply ID --body "Done, see src/parser.py"
+      hive done ID
+    """
+
+
+def _mail_verb(verb: str) -> click.Command:
+    def run(words: tuple[str, ...]) -> None:
+        run_verb(verb, list(words), _home())
+
+    return click.Command(
+        verb,
+        callback=run,
+        params=[click.Argument(["words"], nargs=-1, type=click.UNPROCESSED)],
+        help=MAIL_VERBS[verb].spec.about.split("\n", 1)[0],
+        add_help_option=False,
+        context_settings={"ignore_unknown_options": True},
+    )
+
+
+for _verb in MAIL_VERBS:
+    cli.add_command(_mail_verb(_verb))
+
+
+@cli.command()
+@click.option(
+    "--write",
+    "source",
+    metavar="FILE|-",
+    help="Replace the board with FILE (or stdin). The manager only.",
+)
+@click.option("--text", help="Replace the board with TEXT. The manager only.")
+@home_option
+def board(source: str | None, text: str | None) -> None:
+    """Print the shared plan (board.md); the manager rewrites it with --write or --text.
+
+    \b
+      hive board
+      hive board --write plan.md          (manager)
+      hive board --write - < plan.md      (manager)
+      hive board --text "# Plan ..."      (manager)
+    """
+    office = current_office()
+    if source is not None and text is not None:
+        raise BadUsage("give the new board with --write or --text, not both.")
+    if source is None and text is None:
+        try:
+            current = decode_text(office.paths.board.read_bytes(), "board.md")
+        except FileNotFoundError:
+            raise HiveError(
+                f"{office.paths.board} is missing. Run `hive-office init` to recreate it."
+            ) from None
+        click.echo(render.clean(current), nl=not current.endswith("\n"))
+        return
+    try:
+        # Writing the board is a privilege: the caller must prove who it is.
+        caller = authenticated_caller(office.paths, office.config)
+    except CallerError as e:
+        raise HiveError(str(e)) from None
+    if caller != office.manager:
+        raise HiveError(
+            f"only the manager ({office.manager}) writes the board. File what should change "
+            f'with `hive triage "..."` or send it with `hive send --to god`.'
+        )
+    new = text if text is not None else read_source(source or "-")
+    atomic_write(office.paths.board, new.encode())
+    click.echo(f"board updated ({len(new.encode())} bytes)")
+
+
+@cli.command()
+@click.argument("text", nargs=-1, required=True)
+@home_option
+def triage(text: tuple[str, ...]) -> None:
+    """File a request for the manager (a bug, an idea, a need); `-` reads stdin.
+
+    The first line becomes the subject. The manager works requests oldest first.
+
+    \b
+      hive triage "The test suite is flaky on CI: test_router times out"
+      hive triage - < bug-report.md
+    """
+    office = current_office()
+    joined = " ".join(text)
+    joined = read_source("-", BODY_MAX) if joined == "-" else joined
+    if not joined.strip():
+        raise BadUsage('the request is empty: say what is needed, e.g. hive triage "...".')
+    draft = mail.triage_draft(joined)
+    check(draft)
+    post(office, draft)
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="The registry as JSON.")
+@home_option
+def roster(as_json: bool) -> None:
+    """Who is on the floor: ids, names, providers, status, roles (* = the manager).
+
+    \b
+      hive roster
+      hive roster --json
+    """
+    office = current_office()
+    registry = registry_from_roster(office.config, read_registry(office.paths))
+    if as_json:
+        click.echo(msgspec.json.encode(registry).decode())
+    else:
+        click.echo(render.roster(registry, office.caller))
+
+
+def _involves(event: LogEvent, who: str) -> bool:
+    return who in (event.agent, event.sender, event.to) or who in event.recipients
+
+
+def _complete_lines(data: bytes) -> bytes:
+    # The router may be mid-append; a line without its newline is not an event yet.
+    return data[: data.rfind(b"\n") + 1]
+
+
+def _event(line: bytes, who: str | None) -> LogEvent | None:
+    """The event on `line` if it is one about `who` (anyone if None). A blank, foreign
+    or too deeply nested line is passed over: it never hides the rest of the feed."""
+    if json_depth(line) > JSON_DEPTH_MAX:
+        return None  # msgspec would recurse into it and raise RecursionError
+    try:
+        event = _log_decoder.decode(line)
+    except msgspec.DecodeError:
+        return None
+    return event if who is None or _involves(event, who) else None
+
+
+def _events(lines: Iterable[bytes], who: str | None) -> list[LogEvent]:
+    return [event for line in lines if (event := _event(line, who)) is not None]
+
+
+@cli.command()
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new events until Ctrl+C.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON event per line (JSON Lines).")
+@click.option("--agent", "who", metavar="ID", help="Only events from, to or about ID.")
+@click.option(
+    "-n",
+    "count",
+    type=click.IntRange(min=0),
+    default=20,
+    show_default=True,
+    help="How many recent events to show first; 0 shows all.",
+)
+@home_option
+def log(follow: bool, as_json: bool, who: str | None, count: int) -> None:
+    """What the office has been doing (hive/log.jsonl and its segments), newest last.
+
+    \b
+      hive log -n 50
+      hive log --agent jim --follow
+      hive log --json -n 0 | jq -c 'select(.kind == "bounce")'
+    """
+    if who is not None and not is_agent_id(who):
+        raise BadUsage(f"--agent {who!r} is not an agent id; `hive roster` lists them.")
+    office = current_office()
+    path = office.paths.log
+
+    def show(events: list[LogEvent]) -> None:
+        for event in events:
+            click.echo(msgspec.json.encode(event).decode() if as_json else render.log_event(event))
+
+    # Where following starts is taken first: an event appended meanwhile may then show
+    # twice, never not at all.
+    try:
+        offset = len(_complete_lines(path.read_bytes())) if follow else 0
+    except FileNotFoundError:
+        offset = 0
+    history = iter_log_lines(office.paths, count, keep=lambda line: _event(line, who) is not None)
+    show(_events(history, who))
+    if follow:
+        # Ctrl+C is how a follow ends, not a failure.
+        with contextlib.suppress(KeyboardInterrupt):
+            _follow(path, offset, lambda chunk: show(_events(chunk.splitlines(), who)))
+
+
+def _follow(path: Path, offset: int, emit: Callable[[bytes], None]) -> None:
+    while True:
+        time.sleep(FOLLOW_POLL_SECONDS)
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            continue
+        if size < offset:
+            offset = 0  # truncated or replaced: start over from its beginning
+        if size == offset:
+            continue
+        with open(path, "rb") as f:
+            f.seek(offset)
+            chunk = _complete_lines(f.read(size - offset))
+        offset += len(chunk)
+        emit(chunk)
