@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -242,3 +243,27 @@ def test_commit_failures_show_in_doctor_and_clear_when_repaired(
     finally:
         assert office.stop() == 0
     assert len(roots(hive)) == 1
+
+
+@pytest.mark.parametrize("damage", ["missing", "garbage-file"])
+def test_serve_refuses_a_hive_that_is_not_a_repository_with_a_sentence(
+    tmp_path: Path, damage: str
+) -> None:
+    home = tmp_path / "home"
+    run("hive-office", "init", home=home)
+    git_dir = home / "hive" / ".git"
+    shutil.rmtree(git_dir)
+    if damage == "garbage-file":
+        git_dir.write_text("garbage\n")
+    refused = run("hive-office", "serve", "--no-agents", home=home, check=False)
+    assert refused.returncode == 1
+    assert "not a git repository" in refused.stderr and "Traceback" not in refused.stderr
+    # The way out the sentence names works, and keeps the hive's files.
+    (home / "hive" / "board.md").write_text("# kept\n")
+    if damage == "garbage-file":
+        git_dir.rename(tmp_path / "old.git")
+    run("hive-office", "init", home=home)
+    office = Serve(home, tmp_path / "serve.log")
+    assert office.stop() == 0
+    assert (home / "hive" / "board.md").read_text() == "# kept\n"
+

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import signal
 import sys
+from collections.abc import Iterator
 from typing import NoReturn
 
 import click
@@ -14,7 +16,7 @@ import click
 from hive_core import control
 from hive_core.agents.supervisor import tool_path
 from hive_core.config import ConfigError, load_office
-from hive_core.hive import init_office
+from hive_core.hive import init_office, tighten_modes
 from hive_core.office import Office, OfficeBusy, office_lock
 from hive_core.paths import HivePaths, resolve_home
 from hive_core.schema import ControlCommand, ControlReply, ControlRequest
@@ -29,6 +31,26 @@ def _paths(home: str | None) -> HivePaths:
 def _fail(message: str, code: int = 1) -> NoReturn:
     click.echo(f"hive-office: {message}", err=True)
     sys.exit(code)
+
+
+@contextlib.contextmanager
+def _repo_refusals(paths: HivePaths) -> Iterator[None]:
+    """A hive repository the office must not commit on stops the command with a
+    sentence, not a traceback."""
+    from pygit2 import GitError
+
+    from hive_core.committer import RepoDamaged
+
+    try:
+        yield
+    except RepoDamaged as e:
+        _fail(str(e))
+    except GitError as e:
+        _fail(
+            f"the hive at {paths.hive} is not a git repository the office can use ({e}). "
+            "Move its .git aside and run `hive-office init` to start a new history; the "
+            "hive's files are kept."
+        )
 
 
 @click.group(invoke_without_command=True)
@@ -102,7 +124,9 @@ def _open(paths: HivePaths) -> None:
             _fail(str(e))
         from hive_core.committer import commit_all
 
-        commit_all(paths.hive, "office: initialised")
+        with _repo_refusals(paths):
+            commit_all(paths.hive, "office: initialised")
+        tighten_modes(paths)  # libgit2 writes its objects group/other-readable
         click.echo(f"hive-office: created a default office in {paths.home} ({len(created)} items).")
     try:
         config = load_office(paths.office_toml)
@@ -111,7 +135,7 @@ def _open(paths: HivePaths) -> None:
     from hive_tui.app import HiveApp
 
     try:
-        with office_lock(paths):
+        with office_lock(paths), _repo_refusals(paths):
             HiveApp(Office(paths, config)).run()
     except OfficeBusy as e:
         _fail(str(e))
@@ -132,7 +156,9 @@ def init(ctx: click.Context, home: str | None) -> None:
         _fail(str(e))
     from hive_core.committer import commit_all
 
-    commit_all(paths.hive, "office: initialised" if created else "office: init re-run")
+    with _repo_refusals(paths):
+        commit_all(paths.hive, "office: initialised" if created else "office: init re-run")
+    tighten_modes(paths)  # libgit2 writes its objects group/other-readable
     if created:
         click.echo(f"Created the office in {paths.home}:")
         for item in created:
@@ -166,9 +192,10 @@ def serve(ctx: click.Context, home: str | None, no_agents: bool) -> None:
     except ConfigError as e:
         _fail(str(e))
     try:
-        with office_lock(paths):
+        with office_lock(paths), _repo_refusals(paths):
+            office = Office(paths, config, agents=not no_agents)
             click.echo(f"hive-office: serving {paths.home} (pid {os.getpid()}); Ctrl+C to stop.")
-            asyncio.run(_serve(Office(paths, config, agents=not no_agents), early))
+            asyncio.run(_serve(office, early))
     except OfficeBusy as e:
         _fail(str(e))
     click.echo("hive-office: stopped.")
