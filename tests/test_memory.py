@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -169,9 +168,7 @@ def test_a_small_scope_is_found_in_a_big_index(store: MemoryStore) -> None:
     ]
     mine = [entry(f"mine-{i}", "jim") for i in range(3)]
     store.apply(Changes(bulk[:25_000] + mine + bulk[25_000:], set()))
-    start = time.perf_counter()
     assert found(store, "jim", "own") == {"mine-0", "mine-1", "mine-2"}
-    assert time.perf_counter() - start < 5
 
 
 # --- upsert, delete, reindex ------------------------------------------------------------------

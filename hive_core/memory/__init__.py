@@ -18,6 +18,9 @@ The public API (everything else in this package is internal):
         store.upsert(entry)                       # one Entry; replaces (source, external_id)
         store.delete_source_file(path)            # every entry that came from that file
         store.reindex()                           # re-read the whole hive; returns the count
+                                                  # (store.refused: sources not read, why)
+    # A damaged memory.db is rebuilt from the hive on open or by the query that meets
+    # it (store.recovered says what was done). A store may be shared between threads.
 
     note(paths, "jim", "text", store=None)   # append to agents/jim/memory/notes.md, index
                                               # it, return its Entry (ValueError if empty,

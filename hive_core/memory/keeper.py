@@ -78,6 +78,10 @@ class MemoryKeeper:
             self._store = open_store(self.paths)
         except Exception as exc:
             self.log("office", f"memory index unavailable: {exc!r}")
+            return
+        for line in (*self._store.recovered, *self._store.refused):
+            self.log("office", f"memory: {line}")
+        self._store.recovered = []
 
     def _close(self) -> None:
         if self._store is not None:
@@ -85,12 +89,23 @@ class MemoryKeeper:
             self._store = None
 
     def _index(self, batch: set[Path]) -> None:
+        if self._store is not None and self._store.replaced():
+            # A CLI found memory.db damaged and rebuilt it: write to the new one.
+            self._close()
+        if self._store is None:
+            self._open()
         if self._store is None:
             return
         try:
-            self._store.apply(entries_for(self.paths, batch))
+            changes = entries_for(self.paths, batch)
+            for line in changes.refused:
+                self.log("office", f"memory: {line}")
+            self._store.apply(changes)
         except Exception as exc:
             self.log("office", f"memory index update failed: {exc!r}")
+        for line in self._store.recovered:
+            self.log("office", f"memory: {line}")
+        self._store.recovered = []
 
     def _tidy(self, spec: AgentSpec) -> None:
         box = self.paths.mailbox(spec.id)

@@ -21,12 +21,19 @@ move from inbox/ to inbox/.done/.
 
 `entries_for` is what the office's watcher calls with the paths that changed: it reads
 only those files. `note` and `promote` write a hive file and index it at once.
+
+A source is read only where its real path stays inside its owner's folder
+(`owner_folder`): a symlink an agent plants in its own folder (memory/archive.md ->
+another agent's notes) is refused with a reason, never followed, so nobody's private
+memory shows in another's search.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import stat
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
@@ -77,6 +84,46 @@ class Promoted(msgspec.Struct, kw_only=True):
     promoted_by: str
     promoted_at: str
     tags: list[str] = []
+
+
+class OutsideOwner(Exception):
+    """A source file whose real path leaves its owner's folder; the message says where."""
+
+
+def owner_folder(rel: PurePosixPath) -> PurePosixPath:
+    """What a source at `rel` must stay inside (pure): an agent's or the person's folder,
+    triage/ or promoted/, or for board.md and tasks.json the file itself."""
+    top = rel.parts[0]
+    if top == "agents":
+        return PurePosixPath(*rel.parts[:2])
+    if top in (HUMAN, "triage", PROMOTED_DIR):
+        return PurePosixPath(top)
+    return rel
+
+
+def confined(hive: Path, rel: PurePosixPath) -> Path:
+    """The real path of hive/`rel`, if it stays inside its owner's folder; OutsideOwner
+    if a symlink on the way leads out (a symlinked owner folder included)."""
+    base = Path(os.path.realpath(hive)) / owner_folder(rel)
+    real = Path(os.path.realpath(hive / rel))
+    if real != base and base not in real.parents:
+        raise OutsideOwner(
+            f"{rel} leads out of {owner_folder(rel)} (to {real}) through a symlink; "
+            "it is not read. Replace the symlink with the file itself."
+        )
+    return real
+
+
+def read_confined(hive: Path, rel: PurePosixPath) -> tuple[bytes, float]:
+    """(content, mtime) of a source file read without following a symlink out of its
+    owner's folder. OSError if it is not a regular file (a FIFO is never waited on)."""
+    real = confined(hive, rel)
+    fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise IsADirectoryError(f"{rel} is not a regular file")
+        return f.read(), st.st_mtime
 
 
 def archive_file(paths: HivePaths, agent_id: str) -> Path:
@@ -172,16 +219,16 @@ def note_line(stamp: str, text: str) -> str:
 # --- files into entries -----------------------------------------------------------------------
 
 
-def _mtime(path: Path) -> str:
-    return datetime.fromtimestamp(path.stat().st_mtime, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def _iso(mtime: float) -> str:
+    return datetime.fromtimestamp(mtime, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _markdown_entries(path: Path, rel: str, kind: Kind, owner: str) -> list[Entry]:
+def _markdown_entries(data: bytes, mtime: float, rel: str, kind: Kind, owner: str) -> list[Entry]:
     scope: Scope = "office" if owner == OFFICE else "own"
-    modified = _mtime(path)
+    modified = _iso(mtime)
     seen: dict[str, int] = {}
     entries = []
-    for chunk in chunks(path.read_text(encoding="utf-8", errors="replace")):
+    for chunk in chunks(data.decode("utf-8", errors="replace")):
         # The piece's own text is its key: an untouched paragraph keeps its id (and its
         # vector) when the file around it changes; a repeated one gets a counter.
         digest = hashlib.sha256(chunk.raw.encode()).hexdigest()[:16]
@@ -202,8 +249,8 @@ def _markdown_entries(path: Path, rel: str, kind: Kind, owner: str) -> list[Entr
     return entries
 
 
-def _task_entries(path: Path, rel: str) -> list[Entry]:
-    ledger = msgspec.json.decode(path.read_bytes(), type=Ledger)
+def _task_entries(data: bytes, rel: str) -> list[Entry]:
+    ledger = msgspec.json.decode(data, type=Ledger)
     entries = []
     for task in ledger.tasks:
         parts = [task.title, task.spec, task.result or ""]
@@ -234,8 +281,8 @@ def _message_tags(message: Message) -> tuple[str, ...]:
     return (f"from:{message.sender}", f"to:{message.to}", f"act:{message.act}", *task)
 
 
-def _message_entry(path: Path, rel: str, kind: Kind, owner: str) -> Entry:
-    message = msgspec.json.decode(path.read_bytes(), type=Message)
+def _message_entry(data: bytes, rel: str, kind: Kind, owner: str) -> Entry:
+    message = msgspec.json.decode(data, type=Message)
     if kind == "triage":
         return Entry(
             source="triage",
@@ -262,8 +309,8 @@ def _message_entry(path: Path, rel: str, kind: Kind, owner: str) -> Entry:
     )
 
 
-def _promoted_entry(path: Path, rel: str) -> Entry:
-    promoted = msgspec.json.decode(path.read_bytes(), type=Promoted)
+def _promoted_entry(data: bytes, rel: str) -> Entry:
+    promoted = msgspec.json.decode(data, type=Promoted)
     return Entry(
         source="promoted",
         external_id=promoted.entry_id,
@@ -282,15 +329,16 @@ def _promoted_entry(path: Path, rel: str) -> Entry:
     )
 
 
-def _read(path: Path, rel: str, found: Located) -> list[Entry]:
+def _read(hive: Path, rel: str, found: Located) -> list[Entry]:
+    data, mtime = read_confined(hive, PurePosixPath(rel))
     kind, owner = found
     if kind == "task":
-        return _task_entries(path, rel)
+        return _task_entries(data, rel)
     if kind in ("triage", "message"):
-        return [_message_entry(path, rel, kind, owner)]
+        return [_message_entry(data, rel, kind, owner)]
     if kind == "promoted":
-        return [_promoted_entry(path, rel)]
-    return _markdown_entries(path, rel, kind, owner)
+        return [_promoted_entry(data, rel)]
+    return _markdown_entries(data, mtime, rel, kind, owner)
 
 
 def entries_for(paths: HivePaths, changed: Iterable[Path]) -> Changes:
@@ -298,10 +346,12 @@ def entries_for(paths: HivePaths, changed: Iterable[Path]) -> Changes:
 
     Reads only the changed files that are memory sources; everything else is ignored.
     Each source path is in `deletions`, so its old pieces go unless re-upserted, and a
-    file that is gone, unreadable or malformed leaves nothing behind.
+    file that is gone, unreadable or malformed leaves nothing behind. A symlink out of
+    its owner's folder leaves nothing either, and is named in `refused`.
     """
     upserts: list[Entry] = []
     deletions: set[str] = set()
+    refused: list[str] = []
     for path in changed:
         try:
             rel = hive_relative(paths.hive, path)
@@ -312,10 +362,12 @@ def entries_for(paths: HivePaths, changed: Iterable[Path]) -> Changes:
             continue
         deletions.add(rel)
         try:
-            upserts.extend(_read(path, rel, found))
-        except (OSError, msgspec.DecodeError):
+            upserts.extend(_read(paths.hive, rel, found))
+        except OutsideOwner as e:
+            refused.append(str(e))
+        except (OSError, msgspec.DecodeError, RecursionError):
             continue  # gone meanwhile, a directory, or not (yet) valid
-    return Changes(upserts, deletions)
+    return Changes(upserts, deletions, tuple(refused))
 
 
 def source_files(paths: HivePaths) -> list[Path]:
@@ -367,7 +419,12 @@ def note(paths: HivePaths, agent_id: str, text: str, store: MemoryStore | None =
     stamp = now_iso()
     line = note_line(stamp, body)
     # A note must start its own piece: a blank line ends whatever the file ended with.
-    append_line(file, f"\n{line}\n".encode())
+    # Written where the file really is, and only inside the agent's folder.
+    try:
+        real = confined(paths.hive, PurePosixPath(hive_relative(paths.hive, file)))
+    except OutsideOwner as e:
+        raise ValueError(str(e)) from None
+    append_line(real, f"\n{line}\n".encode())
     rel = hive_relative(paths.hive, file)
     raw = _chunk(line.splitlines()).raw
     digest = hashlib.sha256(raw.encode()).hexdigest()[:16]

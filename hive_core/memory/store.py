@@ -5,22 +5,46 @@ The index is a cache: every entry comes from a hive file (`Entry.path`) and
 costs a rebuild, never knowledge.
 
 Scope is decided inside every query that reads entries: each ranked arm (porter
-words, trigrams, vectors) joins `entries` and applies the caller's scope predicate
-before its ORDER BY ... LIMIT, so a caller with three entries in an index of
-100,000 still gets all three (the gap of a filter applied after a top-k cut). The
-caller is refused before any SQL runs when it is empty or not on the roster.
+words, vectors) applies the caller's scope before its ORDER BY ... LIMIT, so a caller
+with three entries in an index of 100,000 still gets all three (the gap of a filter
+applied after a top-k cut). The caller is refused before any SQL runs when it is empty
+or not on the roster.
+
+Every query reads a bounded number of rows. A query term no entry holds as a word is
+looked up as a piece of the words in the vocabulary (a trigram index over distinct
+words, not over every entry) and stands for the PIECE_WORDS shortest words holding it.
+The rarest terms, each held by fewer than COMMON_DF entries and RANKED_MAX in all, are
+ranked by bm25 over their matches. A query whose every term is common is not: bm25
+walks each term's whole posting list to weigh it (tens of milliseconds per term at
+100,000 entries), so such a query ranks only the newest WINDOW in-scope entries that
+hold any of its terms, by how many of the terms each holds. The scope of that window is
+chosen inside the full-text match (each row carries its readers as `acl` tokens), and
+the scope predicate still decides every row that is returned.
+
+memory.db is a cache and is treated as one: a file that is not a database, truncated or
+corrupt, or anything but a regular file in its place, is moved aside (a file the office
+made is removed; anything else is renamed, never deleted) and the index is rebuilt from
+the hive, on open or when a query meets the damage. The database and its -wal/-shm are
+mode 0600. A store may be used from any thread: one connection, serialised by a lock.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import functools
 import hashlib
+import math
+import os
 import re
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+import stat
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import Literal, NamedTuple, ParamSpec, TypeVar
 
 import msgspec
 
@@ -46,7 +70,7 @@ Mode = Literal["keyword", "semantic", "hybrid"]
 OFFICE = "office"
 
 # Bump when the tables change: an old database is dropped and rebuilt from the hive.
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 # Candidates each ranked arm hands to the fusion; deeper lists change little in RRF.
 ARM_DEPTH = 50
 # The usual reciprocal rank fusion constant (Cormack et al.): damps the head of each list.
@@ -55,7 +79,18 @@ EMBED_BATCH = 64
 # A query term in at least this many entries is "common": scoring every entry that holds
 # it is what makes an OR query slow at 100k entries, and its low IDF adds little to the
 # ranking. Common terms only select candidates when the query has no rarer term.
-COMMON_DF = 2000
+COMMON_DF = 1000
+# The matches bm25 ranks in all: the rarest terms are taken until their counts reach it.
+RANKED_MAX = 3000
+# The terms a window is ranked by (the rarest): each costs a walk over the window.
+WINDOW_TERMS = 3
+# How many of the newest in-scope entries a query of only common terms ranks. The walk
+# that finds them grows with it and with how sparse the caller's scope is: at 100,000
+# entries and one agent's own scope (2.5% of them), 100 keeps such a query near 5 ms of
+# CPU and 200 takes 6.5 ms (bench_memory.py --common).
+WINDOW = 100
+# How many words of the vocabulary a piece of a word stands for (the shortest first).
+PIECE_WORDS = 8
 
 # Query words that match most of any English text: they make an OR query slow and add
 # nothing to its ranking. Kept only when a query has nothing else.
@@ -147,11 +182,13 @@ class Changes(NamedTuple):
     """What a set of changed hive files means for the index.
 
     Every entry at a path in `deletions` that is not among `upserts` is removed, so a
-    rewritten file loses its old pieces and a deleted file loses all of them.
+    rewritten file loses its old pieces and a deleted file loses all of them. `refused`
+    says which source files were not read and why (a symlink out of its owner's folder).
     """
 
     upserts: list[Entry]
     deletions: set[str]
+    refused: tuple[str, ...] = ()
 
 
 def entry_id(source: str, external_id: str) -> str:
@@ -178,29 +215,38 @@ def _phrase(term: str) -> str:
 
 
 def words_match(terms: Sequence[str]) -> str:
-    """FTS5 MATCH for the porter table: any term, so an added or dropped word still matches
-    and bm25 ranks the entry sharing the most terms first."""
-    return " OR ".join(_phrase(t) for t in terms)
+    """FTS5 MATCH for any of `terms` in an entry's text or tags (`acl` holds readers, never
+    words): an added or dropped word still matches and bm25 ranks the entry sharing the
+    most terms first."""
+    return "{text tags} : (" + " OR ".join(_phrase(t) for t in terms) + ")"
 
 
-def grams_match(terms: Sequence[str]) -> str | None:
-    """FTS5 MATCH for the trigram table: each term as a substring (a piece of an
-    identifier matches the whole). Terms under three characters have no trigram."""
-    long = [t for t in terms if len(t) >= 3]
-    return " OR ".join(_phrase(t) for t in long) if long else None
+def pieces(df: dict[str, int]) -> list[str]:
+    """The query terms no entry holds as a word, long enough to be looked for as a piece
+    of a word (a trigram needs three characters)."""
+    return [t for t, n in df.items() if n == 0 and len(t) >= 3]
 
 
-def split_terms(df: dict[str, int]) -> tuple[list[str], list[str]]:
-    """(terms for the porter arm, terms for the trigram arm) from each term's document
-    frequency in the porter index (capped at COMMON_DF).
+def words_of(text: str) -> set[str]:
+    """The distinct words of a text as the vocabulary keeps them: lower case, `_` kept, so
+    an identifier is one word whose pieces can be looked up."""
+    return set(_WORD.findall(text.lower()))
 
-    Porter: the terms below COMMON_DF, or all known terms when every one is common.
-    Trigram: the terms the porter index does not know as words (pieces of identifiers,
-    other spellings): the substring search is what can still find those.
-    """
-    known = [t for t, n in df.items() if n > 0]
-    rare = [t for t in known if df[t] < COMMON_DF]
-    return rare or known, [t for t, n in df.items() if n == 0]
+
+def rarest(df: dict[str, int]) -> tuple[list[str], bool]:
+    """(the terms an arm ranks, whether they are all common), from each term's count of
+    entries (capped at COMMON_DF): the rarest terms under COMMON_DF while their counts
+    stay within RANKED_MAX, or when no term is under COMMON_DF, the WINDOW_TERMS rarest
+    that some entry holds. Rare terms decide a ranking; common ones add little but cost."""
+    known = sorted((n, t) for t, n in df.items() if n > 0)
+    rare: list[str] = []
+    total = 0
+    for n, term in known:
+        if n >= COMMON_DF or (rare and total + n > RANKED_MAX):
+            break
+        rare.append(term)
+        total += n
+    return (rare, False) if rare else ([t for _, t in known[:WINDOW_TERMS]], True)
 
 
 def scope_predicate(scope: SearchScope) -> str:
@@ -214,6 +260,46 @@ def scope_predicate(scope: SearchScope) -> str:
         "(e.scope = 'office' AND (e.participants IS NULL OR instr(e.participants, :member) > 0))"
     )
     return {"own": own, "office": office, "all": f"({own} OR {office})"}[scope]
+
+
+def _hex_id(who: str) -> str:
+    # Agent ids hold '-', a token separator: hex makes each reader one token. The q's
+    # around it end the token in a letter the porter stemmer strips from no suffix, so
+    # two readers' tokens never stem alike.
+    return who.encode().hex()
+
+
+def acl_tokens(owner: str, scope: Scope, participants: Sequence[str]) -> str:
+    """The `acl` column of an entry: one token per way a caller may read it."""
+    if scope == "own":
+        return f"qo{_hex_id(owner)}q"
+    if participants:
+        return " ".join(f"qm{_hex_id(p)}q" for p in participants)
+    return "qaq"
+
+
+def acl_match(scope: SearchScope, caller: str) -> str:
+    """The FTS5 expression on `acl` that admits what `scope_predicate` admits."""
+    who = _hex_id(caller)
+    own = [f'"qo{who}q"']
+    office = ['"qaq"', f'"qm{who}q"']
+    tokens = {"own": own, "office": office, "all": own + office}[scope]
+    return "acl : (" + " OR ".join(tokens) + ")"
+
+
+def rank_window(
+    candidates: Sequence[tuple[str, int]], holders: Sequence[set[str]], depth: int
+) -> list[str]:
+    """Rank a window of entries (id, text length) for a query of common terms, given the
+    ids holding each term: most weight of terms held first (a term held by fewer of the
+    window weighs more), then the shorter text, then the id (the same order after any
+    rebuild)."""
+    n = len(candidates)
+    weights = [(ids, math.log(1 + n / len(ids))) for ids in holders if ids]
+    scored = [
+        (-sum(w for ids, w in weights if key in ids), length, key) for key, length in candidates
+    ]
+    return [key for _, _, key in sorted(scored)[:depth]]
 
 
 def fuse(rankings: Iterable[Sequence[str]], k: int = RRF_K) -> list[tuple[str, float]]:
@@ -250,34 +336,39 @@ CREATE TABLE entries(
     path TEXT NOT NULL,
     created_at TEXT NOT NULL,
     updated_at TEXT NOT NULL,
+    acl TEXT NOT NULL,
     UNIQUE (source, external_id)
 );
 CREATE INDEX entries_path ON entries(path);
 CREATE VIRTUAL TABLE words USING fts5(
-    text, tags, content='entries', content_rowid='rid',
+    text, tags, acl, content='entries', content_rowid='rid',
     tokenize='porter unicode61 remove_diacritics 2');
-CREATE VIRTUAL TABLE grams USING fts5(
-    text, content='entries', content_rowid='rid', tokenize='trigram');
+CREATE TABLE vocabulary(vid INTEGER PRIMARY KEY, word TEXT NOT NULL UNIQUE);
+CREATE VIRTUAL TABLE vocabulary_grams USING fts5(
+    word, content='vocabulary', content_rowid='vid', tokenize='trigram');
 CREATE TABLE vectors(
     rid INTEGER PRIMARY KEY REFERENCES entries(rid) ON DELETE CASCADE,
     vec BLOB NOT NULL);
 CREATE TRIGGER entries_ai AFTER INSERT ON entries BEGIN
-    INSERT INTO words(rowid, text, tags) VALUES (new.rid, new.text, new.tags);
-    INSERT INTO grams(rowid, text) VALUES (new.rid, new.text);
+    INSERT INTO words(rowid, text, tags, acl) VALUES (new.rid, new.text, new.tags, new.acl);
+END;
+CREATE TRIGGER vocabulary_ai AFTER INSERT ON vocabulary BEGIN
+    INSERT INTO vocabulary_grams(rowid, word) VALUES (new.vid, new.word);
 END;
 CREATE TRIGGER entries_ad AFTER DELETE ON entries BEGIN
-    INSERT INTO words(words, rowid, text, tags) VALUES ('delete', old.rid, old.text, old.tags);
-    INSERT INTO grams(grams, rowid, text) VALUES ('delete', old.rid, old.text);
+    INSERT INTO words(words, rowid, text, tags, acl)
+        VALUES ('delete', old.rid, old.text, old.tags, old.acl);
 END;
 CREATE TRIGGER entries_au AFTER UPDATE ON entries BEGIN
-    INSERT INTO words(words, rowid, text, tags) VALUES ('delete', old.rid, old.text, old.tags);
-    INSERT INTO grams(grams, rowid, text) VALUES ('delete', old.rid, old.text);
-    INSERT INTO words(rowid, text, tags) VALUES (new.rid, new.text, new.tags);
-    INSERT INTO grams(rowid, text) VALUES (new.rid, new.text);
+    INSERT INTO words(words, rowid, text, tags, acl)
+        VALUES ('delete', old.rid, old.text, old.tags, old.acl);
+    INSERT INTO words(rowid, text, tags, acl) VALUES (new.rid, new.text, new.tags, new.acl);
     DELETE FROM vectors WHERE rid = old.rid AND old.text IS NOT new.text;
 END;
 """
-_TABLES = ("entries", "words", "grams", "vectors", "meta")
+# Every table a schema ever had (grams: schema 1's trigram index over every entry), so
+# a change of schema drops them all.
+_TABLES = ("entries", "words", "grams", "vocabulary", "vocabulary_grams", "vectors", "meta")
 
 _COLUMNS = (
     "id, source, external_id, owner, scope, participants, tags, text, path, created_at, updated_at"
@@ -285,11 +376,11 @@ _COLUMNS = (
 # Upsert by (source, external_id): new content replaces old. An identical row is left
 # alone so its FTS rows and its vector are not rewritten for nothing.
 _UPSERT = f"""
-INSERT INTO entries({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+INSERT INTO entries({_COLUMNS}, acl) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT(source, external_id) DO UPDATE SET
     owner = excluded.owner, scope = excluded.scope, participants = excluded.participants,
     tags = excluded.tags, text = excluded.text, path = excluded.path,
-    created_at = excluded.created_at, updated_at = excluded.updated_at
+    created_at = excluded.created_at, updated_at = excluded.updated_at, acl = excluded.acl
 WHERE entries.owner IS NOT excluded.owner OR entries.scope IS NOT excluded.scope
     OR entries.participants IS NOT excluded.participants OR entries.tags IS NOT excluded.tags
     OR entries.text IS NOT excluded.text OR entries.path IS NOT excluded.path
@@ -310,6 +401,7 @@ def _row(entry: Entry) -> tuple[str | None, ...]:
         entry.path,
         entry.created_at,
         entry.updated_at,
+        acl_tokens(entry.owner, entry.scope, entry.participants),
     )
 
 
@@ -329,22 +421,174 @@ def _entry(row: sqlite3.Row) -> Entry:
     )
 
 
+class DatabaseDamaged(Exception):
+    """memory.db cannot be used as it is; the message says why."""
+
+
+# SQLite's primary result codes for a damaged file (an extended code keeps them in its
+# low byte): SQLITE_CORRUPT and SQLITE_NOTADB.
+_DAMAGE_CODES = frozenset({11, 26})
+_HEADER = b"SQLite format 3\x00"
+
+
+def is_damage(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF in _DAMAGE_CODES
+
+
+def header_problem(head: bytes, size: int, wal_size: int) -> str | None:
+    """What is wrong with a database file from its first 100 bytes and its size, if
+    anything a glance can tell (pure). An empty file is a new database. Without a WAL the
+    file is the whole database, so one shorter than its header says was truncated."""
+    if size == 0:
+        return None
+    if size < 100 or not head.startswith(_HEADER):
+        return "it is not a SQLite database"
+    page = int.from_bytes(head[16:18], "big")
+    page = 65536 if page == 1 else page
+    pages = int.from_bytes(head[28:32], "big")
+    # The page count in the header is valid only when its change counter says so.
+    valid = head[24:28] == head[92:96] and pages > 0
+    if page < 512 or page & (page - 1):
+        return "its header is damaged"
+    if valid and wal_size == 0 and size < pages * page:
+        return f"it is truncated ({size} of {pages * page} bytes)"
+    return None
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISLNK(mode):
+        return "a symlink"
+    return "not a regular file"
+
+
+def _companions(db: Path) -> list[Path]:
+    return [db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")]
+
+
+def inspect_files(db: Path) -> str | None:
+    """Why memory.db (or its -wal/-shm) cannot be opened as it is, if it cannot. Makes
+    the regular files the office's own mode (0600) on the way."""
+    sizes = []
+    for path in _companions(db):
+        try:
+            st = path.lstat()
+        except FileNotFoundError:
+            sizes.append(0)
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            return f"{path.name} is {_kind(st.st_mode)}"
+        if stat.S_IMODE(st.st_mode) != 0o600:
+            # Another user's file stays as it is; opening it will say what is wrong.
+            with contextlib.suppress(PermissionError):
+                os.chmod(path, 0o600)
+        sizes.append(st.st_size)
+    if not db.exists():
+        return None
+    with open(db, "rb") as f:
+        head = f.read(100)
+    return header_problem(head, sizes[0], sizes[1])
+
+
+def discard(db: Path) -> list[str]:
+    """Clear the way for a new memory.db; what was done, one line each. A regular file
+    is the office's own cache and is removed; anything else (a folder, a symlink) was put
+    there by someone else and is renamed aside, never deleted."""
+    done = []
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    for path in _companions(db):
+        try:
+            st = path.lstat()
+        except FileNotFoundError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            path.unlink()
+            done.append(f"removed the damaged {path.name}")
+            continue
+        aside = path.with_name(f"{path.name}.moved-{stamp}-{os.getpid()}")
+        if aside.exists() or aside.is_symlink():
+            raise DatabaseDamaged(f"{aside} is in the way; move {path} aside by hand")
+        path.rename(aside)
+        done.append(f"moved {_kind(st.st_mode)} at {path.name} aside to {aside.name}")
+    return done
+
+
+def _inode(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _create(db: Path) -> None:
+    """Create memory.db empty with mode 0600 (SQLite would make it 0644, and its -wal and
+    -shm take the database's mode)."""
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(db, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+
+
+@contextmanager
+def _rebuild_lock(paths: HivePaths) -> Iterator[None]:
+    # One rebuilder at a time: the office and a CLI may meet the same damage at once,
+    # and the second must not remove the database the first has just rebuilt.
+    paths.run.mkdir(parents=True, exist_ok=True)
+    fd = os.open(paths.run / "memory.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _serialised(method: Callable[P, R]) -> Callable[P, R]:
+    """One thread at a time on the connection; a query that meets a damaged database
+    rebuilds it from the hive and runs again once."""
+
+    @functools.wraps(method)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        store = args[0]
+        assert isinstance(store, MemoryStore)
+        with store._lock:
+            try:
+                return method(*args, **kwargs)
+            except sqlite3.DatabaseError as exc:
+                if not is_damage(exc):
+                    raise
+                store._recover(str(exc))
+            return method(*args, **kwargs)
+
+    return run
+
+
 class MemoryStore:
-    """The index of one office. Open it with `open_store(paths)`; close it (or use `with`)."""
+    """The index of one office. Open it with `open_store(paths)`; close it (or use `with`).
+
+    Safe to share between threads (the app searches from a worker): one connection,
+    opened with check_same_thread=False, used under a lock. `recovered` says what was
+    done if the database was found damaged and rebuilt (for the caller to log).
+    """
 
     def __init__(self, paths: HivePaths, callers: frozenset[str]) -> None:
         self.paths = paths
         # The roster (and the person): the only ids a search may run as.
         self.callers = callers
         self._embedder: embed.Embedder | None = None
+        self._lock = threading.RLock()
+        self.recovered: list[str] = []
+        self.refused: tuple[str, ...] = ()
+        self._inode: tuple[int, int] | None = None
         paths.memory_db.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(paths.memory_db, isolation_level=None, timeout=10)
-        self._db.row_factory = sqlite3.Row
-        self._db.execute("PRAGMA journal_mode = WAL")
-        # WAL + NORMAL loses at most the last commits on power loss; the hive can rebuild them.
-        self._db.execute("PRAGMA synchronous = NORMAL")
-        self._db.execute("PRAGMA foreign_keys = ON")
-        self.fresh = self._ensure_schema()
+        try:
+            self._db, self.fresh = self._connect()
+        except DatabaseDamaged as exc:
+            self._db, self.fresh = self._rebuild(str(exc))
 
     def __enter__(self) -> MemoryStore:
         return self
@@ -353,19 +597,72 @@ class MemoryStore:
         self.close()
 
     def close(self) -> None:
-        self._db.close()
+        with self._lock:
+            self._db.close()
 
-    def _ensure_schema(self) -> bool:
+    def _connect(self) -> tuple[sqlite3.Connection, bool]:
+        """Open memory.db; (connection, True if its tables are new). DatabaseDamaged if
+        the file is not a usable database."""
+        path = self.paths.memory_db
+        problem = inspect_files(path)
+        if problem is not None:
+            raise DatabaseDamaged(problem)
+        _create(path)
+        db = sqlite3.connect(path, isolation_level=None, timeout=10, check_same_thread=False)
+        try:
+            db.row_factory = sqlite3.Row
+            db.execute("PRAGMA journal_mode = WAL")
+            # WAL + NORMAL loses at most the last commits on power loss; the hive rebuilds them.
+            db.execute("PRAGMA synchronous = NORMAL")
+            db.execute("PRAGMA foreign_keys = ON")
+            fresh = self._ensure_schema(db)
+        except sqlite3.DatabaseError as exc:
+            db.close()
+            if is_damage(exc):
+                raise DatabaseDamaged(str(exc)) from None
+            raise
+        # The -wal and -shm that SQLite made take the database's mode; older ones may not.
+        inspect_files(path)
+        self._inode = _inode(path)
+        return db, fresh
+
+    def _rebuild(self, why: str) -> tuple[sqlite3.Connection, bool]:
+        with _rebuild_lock(self.paths):
+            try:
+                # Someone else may have rebuilt it while this one waited for the lock.
+                return self._connect()
+            except DatabaseDamaged as exc:
+                why = str(exc)
+            self.recovered = [f"memory.db was unusable ({why})", *discard(self.paths.memory_db)]
+            return self._connect()
+
+    def _recover(self, why: str) -> None:
+        """The open database turned out damaged: rebuild it and read the hive into it."""
+        with contextlib.suppress(sqlite3.Error):
+            self._db.close()
+        path = self.paths.memory_db
+        with _rebuild_lock(self.paths):
+            self.recovered = [f"memory.db was unusable ({why})", *discard(path)]
+            self._db, self.fresh = self._connect()
+            self._reindex()
+
+    def replaced(self) -> bool:
+        """True if memory.db is no longer the file this store has open (another process
+        found it damaged and rebuilt it): reopen to see the new one."""
+        return _inode(self.paths.memory_db) != self._inode
+
+    @staticmethod
+    def _ensure_schema(db: sqlite3.Connection) -> bool:
         """Create the tables, or drop and recreate them after a schema change. True if new."""
         try:
-            row = self._db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+            row = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
         except sqlite3.OperationalError:
             row = None
         if row is not None and row[0] == SCHEMA_VERSION:
             return False
         drops = "".join(f"DROP TABLE IF EXISTS {table};\n" for table in _TABLES)
         # One script, one transaction (executescript would commit a transaction around it).
-        self._db.executescript(
+        db.executescript(
             f"BEGIN IMMEDIATE;\n{drops}{_SCHEMA}\n"
             f"INSERT INTO meta VALUES ('schema', '{SCHEMA_VERSION}');\nCOMMIT;"
         )
@@ -379,14 +676,20 @@ class MemoryStore:
         try:
             yield
         except BaseException:
-            self._db.execute("ROLLBACK")
+            # A damaged database may refuse the rollback too; the damage is what is raised.
+            with contextlib.suppress(sqlite3.Error):
+                self._db.execute("ROLLBACK")
             raise
         self._db.execute("COMMIT")
 
     # --- writes ----------------------------------------------------------------------------
 
+    @_serialised
     def apply(self, changes: Changes) -> None:
         """Apply what `sources.entries_for` found, in one transaction."""
+        self._apply(changes)
+
+    def _apply(self, changes: Changes) -> None:
         keep = {(e.source, e.external_id) for e in changes.upserts}
         with self._tx():
             for path in changes.deletions:
@@ -396,35 +699,55 @@ class MemoryStore:
                 gone = [(r["rid"],) for r in rows if (r["source"], r["external_id"]) not in keep]
                 self._db.executemany("DELETE FROM entries WHERE rid = ?", gone)
             self._db.executemany(_UPSERT, [_row(e) for e in changes.upserts])
+            # Words are only added: one no entry holds any more finds nothing as a piece.
+            vocabulary = set().union(*(words_of(e.text) for e in changes.upserts))
+            self._db.executemany(
+                "INSERT OR IGNORE INTO vocabulary(word) VALUES (?)", [(w,) for w in vocabulary]
+            )
 
     def upsert(self, entry: Entry) -> None:
         """Insert `entry`, or replace the content stored under its (source, external_id)."""
         self.apply(Changes([entry], set()))
 
+    @_serialised
     def delete_source_file(self, path: Path | str) -> int:
         """Remove every entry that came from `path` (absolute, or relative to the hive)."""
         rel = hive_relative(self.paths.hive, path)
         with self._tx():
             return self._db.execute("DELETE FROM entries WHERE path = ?", (rel,)).rowcount
 
+    @_serialised
     def reindex(self) -> int:
         """Rebuild the index from the hive: every source file read again, every entry whose
-        file is gone removed. Unchanged entries keep their vectors. Returns the entry count."""
+        file is gone removed. Unchanged entries keep their vectors. Returns the entry count;
+        `refused` then lists the source files that were not read, and why."""
+        return self._reindex()
+
+    def _reindex(self) -> int:
         # Imported here: sources builds its Entries from this module.
         from hive_core.memory import sources
 
         changes = sources.entries_for(self.paths, sources.source_files(self.paths))
         indexed = {r[0] for r in self._db.execute("SELECT DISTINCT path FROM entries")}
-        self.apply(Changes(changes.upserts, changes.deletions | indexed))
+        # Oldest first: a new database then numbers its rows in time order, which is the
+        # order a query of only common words takes its window in.
+        upserts = sorted(changes.upserts, key=lambda e: e.updated_at)
+        self._apply(Changes(upserts, changes.deletions | indexed))
+        self.refused = changes.refused
         with self._tx():
             self._db.execute("INSERT OR REPLACE INTO meta VALUES ('indexed_at', ?)", (now_iso(),))
-        return self.count()
+        return self._count()
 
     # --- reads -----------------------------------------------------------------------------
 
+    @_serialised
     def count(self) -> int:
+        return self._count()
+
+    def _count(self) -> int:
         return int(self._db.execute("SELECT count(*) FROM entries").fetchone()[0])
 
+    @_serialised
     def lookup(self, entry_id: str) -> Entry | None:
         """The entry with this id, whatever its scope. For `promote` (whose caller is
         checked for its role instead); never hand this to an agent as a search."""
@@ -462,40 +785,89 @@ class MemoryStore:
         who = self.check_caller(caller)
         if scope not in ("own", "office", "all"):
             raise ValueError(f"unknown scope {scope!r}: own, office or all")
+        if mode not in ("keyword", "semantic", "hybrid"):
+            raise ValueError(f"unknown mode {mode!r}: keyword, semantic or hybrid")
         if limit < 1:
             raise ValueError("limit must be at least 1")
         terms = query_terms(query)
         if not terms:
             return []
+        return self._search(terms, query, who, scope, limit, mode)
+
+    @_serialised
+    def _search(
+        self, terms: list[str], query: str, who: str, scope: SearchScope, limit: int, mode: Mode
+    ) -> list[Hit]:
         params = {"caller": who, "member": f",{who},"}
         where = scope_predicate(scope)
+        acl = acl_match(scope, who)
         arms: list[list[str]] = []
         if mode in ("keyword", "hybrid"):
-            word_terms, gram_terms = split_terms({t: self._df(t) for t in terms})
-            if word_terms:
-                arms.append(self._fts("words", words_match(word_terms), where, params))
-            grams = grams_match(gram_terms)
-            if grams is not None:
-                arms.append(self._fts("grams", grams, where, params))
+            df = {t: self._df(t) for t in terms}
+            # A term no entry holds as a word may be a piece of one (parse_conf, DraftBuilder):
+            # it stands for the words of the vocabulary that contain it.
+            df |= {w: self._df(w) for piece in pieces(df) for w in self._containing(piece)}
+            chosen, common = rarest(df)
+            if chosen:
+                arms.append(self._arm(chosen, common, where, acl, params))
         if mode in ("semantic", "hybrid"):
             arms.append(self._nearest(query, where, params))
-        elif mode != "keyword":
-            raise ValueError(f"unknown mode {mode!r}: keyword, semantic or hybrid")
         return self._hits(fuse(arms)[:limit])
 
     def _df(self, term: str) -> int:
-        """How many entries hold `term` as a word (porter-stemmed), counting to COMMON_DF."""
+        """How many entries hold `term` (as porter words), counting to COMMON_DF. Without
+        a column filter, which would read every row's positions: a word of a query is
+        never one of the `acl` tokens, and a count is only a hint for choosing terms."""
         sql = f"SELECT count(*) FROM (SELECT 1 FROM words WHERE words MATCH ? LIMIT {COMMON_DF})"
         return int(self._db.execute(sql, (_phrase(term),)).fetchone()[0])
 
-    def _fts(self, table: str, match: str, where: str, params: dict[str, str]) -> list[str]:
-        # e.id breaks ties (identical text) the same way after any rebuild.
-        sql = (
-            f"SELECT e.id FROM {table} JOIN entries e ON e.rid = {table}.rowid "
-            f"WHERE {table} MATCH :match AND {where} "
-            f"ORDER BY {table}.rank, e.id LIMIT {ARM_DEPTH}"
+    def _containing(self, piece: str) -> list[str]:
+        """The shortest PIECE_WORDS words of the vocabulary that contain `piece`: a
+        substring search over the distinct words, never over every entry's text."""
+        rows = self._db.execute(
+            "SELECT v.word FROM vocabulary_grams g JOIN vocabulary v ON v.vid = g.rowid "
+            f"WHERE vocabulary_grams MATCH ? ORDER BY length(v.word), v.word LIMIT {PIECE_WORDS}",
+            (_phrase(piece),),
         )
-        return [r[0] for r in self._db.execute(sql, {**params, "match": match})]
+        return [r[0] for r in rows]
+
+    def _arm(
+        self,
+        terms: list[str],
+        common: bool,
+        where: str,
+        acl: str,
+        params: dict[str, str],
+    ) -> list[str]:
+        if not common:
+            # e.id breaks ties (identical text) the same way after any rebuild.
+            sql = (
+                "SELECT e.id FROM words JOIN entries e ON e.rid = words.rowid "
+                f"WHERE words MATCH :match AND {where} "
+                f"ORDER BY words.rank, e.id LIMIT {ARM_DEPTH}"
+            )
+            match = words_match(terms)
+            return [r[0] for r in self._db.execute(sql, {**params, "match": match})]
+        # Every term is common: the newest WINDOW entries in scope that hold any of them.
+        # The acl tokens pick the scope inside the match (no row of another's is walked);
+        # the predicate still decides each row.
+        rows = self._db.execute(
+            "SELECT e.rid, e.id, length(e.text) FROM words JOIN entries e ON e.rid = words.rowid "
+            f"WHERE words MATCH :match AND {where} ORDER BY words.rowid DESC LIMIT {WINDOW}",
+            {**params, "match": f"{words_match(terms)} AND {acl}"},
+        ).fetchall()
+        ids = {r[0]: r[1] for r in rows}
+        holders = []
+        if len(terms) > 1 and rows:
+            # Which of the window holds each term: a walk of the window's rows only.
+            for term in terms:
+                match = f"{words_match([term])} AND {acl}"
+                found = self._db.execute(
+                    "SELECT rowid FROM words WHERE words MATCH ? AND rowid >= ?",
+                    (match, rows[-1][0]),
+                )
+                holders.append({ids[r[0]] for r in found if r[0] in ids})
+        return rank_window([(r[1], r[2]) for r in rows], holders, ARM_DEPTH)
 
     def _hits(self, ranked: list[tuple[str, float]]) -> list[Hit]:
         if not ranked:
@@ -509,6 +881,7 @@ class MemoryStore:
 
     # --- vectors (the semantic extra) -------------------------------------------------------
 
+    @_serialised
     def embedder(self) -> embed.Embedder:
         """The embedder, loaded once; a change of model re-embeds everything."""
         if self._embedder is None:
@@ -527,6 +900,7 @@ class MemoryStore:
             self._embedder = model
         return self._embedder
 
+    @_serialised
     def embed_pending(self) -> int:
         """Embed every entry that has no vector yet (new, changed or after a model change).
 
@@ -563,7 +937,8 @@ class MemoryStore:
 
 
 def open_store(paths: HivePaths) -> MemoryStore:
-    """The office's index, rebuilt from the hive first if it is new or its schema changed.
+    """The office's index, rebuilt from the hive first if it is new, its schema changed,
+    or it was damaged (`MemoryStore.recovered` then says what was done).
 
     Reads office.toml for the roster (the ids a search may run as); raises
     config.ConfigError when that file cannot be used.

@@ -32,7 +32,7 @@ import subprocess
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Literal
 
 import click
@@ -41,7 +41,7 @@ import msgspec
 from hive_core.caller import CallerError, authenticated_caller
 from hive_core.config import ConfigError, agent, load_office
 from hive_core.fsio import atomic_write
-from hive_core.memory.sources import archive_file, entries_for
+from hive_core.memory.sources import OutsideOwner, archive_file, confined, entries_for
 from hive_core.memory.store import MemoryStore, open_store
 from hive_core.paths import HivePaths, Mailbox, resolve_home
 from hive_core.schema import HUMAN, AgentSpec
@@ -467,11 +467,16 @@ def tidy(
 ) -> Fold | None:
     """Fold `agent_id`'s notes into its index (see the module docstring for the order of
     writes) and bring the search index up to date, through `store` or one opened for the
-    call. None when there was nothing to do: no notes and the index within budget."""
+    call. None when there was nothing to do: no notes and the index within budget.
+    OutsideOwner if one of the agent's memory files is a symlink out of its folder."""
     check_budget(budget)
     box = paths.mailbox(agent_id)
     archive = archive_file(paths, agent_id)
     now = now or datetime.now(UTC)
+    # Everything the tidy reads or appends to stays in the agent's folder: a symlink out
+    # (archive.md -> another's notes) stops it before it reads or writes anything.
+    for file in (box.notes, box.memory, archive, changes_path(box)):
+        confined(paths.hive, PurePosixPath(file.relative_to(paths.hive).as_posix()))
     with tidy_lock(box):
         with notes_lock(box):
             raw = _read(box.notes)
@@ -568,7 +573,10 @@ def tidy_command(agent_id: str | None, budget: int, rule: bool) -> None:
         raise click.UsageError(f"there is no agent {target!r} in this office (`hive roster`).")
     box = paths.mailbox(target)
     summariser = None if rule else summariser_for(spec, box.notes.parent)
-    fold = tidy(paths, target, budget=budget, summariser=summariser)
+    try:
+        fold = tidy(paths, target, budget=budget, summariser=summariser)
+    except OutsideOwner as e:
+        raise click.ClickException(str(e)) from None
     if fold is None:
         click.echo(f"{target}: nothing to tidy (no notes, memory.md within {budget} bytes).")
         return
