@@ -90,7 +90,7 @@ def _need_terminal() -> None:
 
 def _demo(home: str | None) -> None:
     """A demo office in its own home (never yours), laid out afresh each run."""
-    from hive_core.demo.office import apply_env, demo_home, start_demo
+    from hive_core.demo.office import DemoHomeTaken, apply_env, demo_home, start_demo
     from hive_tui.app import HiveApp
 
     _need_terminal()
@@ -111,7 +111,7 @@ def _demo(home: str | None) -> None:
                 HiveApp(Office(paths, load_office(paths.office_toml)), demo=True).run()
             finally:
                 demo.stop()
-    except OfficeBusy as e:
+    except (OfficeBusy, DemoHomeTaken) as e:
         _fail(str(e))
 
 

@@ -47,6 +47,14 @@ class Demo:
             model.stop()
 
 
+# Written into a home the demo laid out: only such a home is ever cleared for a new run.
+DEMO_MARK = ".hive-office-demo"
+
+
+class DemoHomeTaken(Exception):
+    """The chosen demo home holds someone's files; nothing was touched."""
+
+
 def demo_home(home: str | None) -> Path:
     return Path(home or DEFAULT_DEMO_HOME).expanduser().absolute()
 
@@ -56,9 +64,19 @@ def start_demo(home: Path, brains: dict[str, Brain] | None = None) -> Demo:
     demo's own by default). Call it holding the office lock (a flock on the home folder
     itself): everything in the home but run/ is laid out afresh. Apply `Demo.env` to the office's
     environment before it starts agents."""
+    mine = {"run", DEMO_MARK}
+    theirs = sorted(e.name for e in home.iterdir() if e.name not in mine) if home.exists() else []
+    if theirs and not (home / DEMO_MARK).exists():
+        raise DemoHomeTaken(
+            f"{home} holds files the demo did not make ({', '.join(theirs[:3])}"
+            f"{', ...' if len(theirs) > 3 else ''}); the demo lays its home out afresh each "
+            "run, so give it a new or empty folder with --home."
+        )
     for entry in home.iterdir() if home.exists() else []:
-        if entry.name != "run":
+        if entry.name not in mine:
             shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+    home.mkdir(parents=True, exist_ok=True)
+    (home / DEMO_MARK).write_text("laid out by hive-office --demo; cleared on its next run\n")
     project = home / "project"
     project.mkdir(parents=True)
     config_dir = home / "claude"
