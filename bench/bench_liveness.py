@@ -1,6 +1,8 @@
 """Liveness of the three-agent demo office (issue 5, "Measure"). Prints; asserts nothing.
 
-    .venv/bin/python bench/bench_liveness.py [--runs 3] [--timeout 120] [--keep]
+    .venv/bin/python bench/bench_liveness.py [--runs 3] [--timeout 120] [--keep] [--quick]
+
+The summary is also printed as a FIGURE line (bench/figures.py) for bench/run_all.
 
 Each run lays out the demo office (michael the manager, jim and pam: real claude CLIs,
 each against its own scripted Messages API in this process), runs a headless Office
@@ -48,6 +50,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from figures import figure
 
 from hive_core.demo.office import AGENTS, apply_env, start_demo
 from hive_core.events.decide import digest
@@ -424,6 +428,27 @@ def print_summary(all_figures: list[Figures]) -> None:
         f"{max(f.wake.max_per_batch for f in all_figures)} nudge(s); "
         f"{sum(f.wake.duplicates for f in all_figures)} duplicate(s)"
     )
+    med = {key: statistics.median(r[key] for r in rows) for key in rows[0]}
+    worst_batch = max(f.wake.max_per_batch for f in all_figures)
+    duplicates = sum(f.wake.duplicates for f in all_figures)
+    worst_digest = max(r["worst digest bytes per entry"] for r in rows)
+    figure(
+        "liveness, three-agent scenario (claude CLIs against a scripted model)",
+        f"{finished}/{runs} run(s) finished, median {med['seconds to finish']:.0f} s: "
+        f"{fmt(med['messages sent (route)'])} messages routed, {consumed}/{copies} copies "
+        f"consumed; {batches} batch(es) nudged, max {worst_batch} nudge(s) per batch, "
+        f"{duplicates} duplicates; digests {fmt(med['digest bytes per entry'])} bytes per "
+        f"listed message (worst {fmt(worst_digest)}); a nudge prompt "
+        f"{fmt(med['nudge prompt bytes (mean)'])} bytes; SessionStart context "
+        f"{fmt(med['SessionStart bytes per session'])} bytes per session",
+        target=f"every message consumed, <= {TARGET_NUDGES_PER_BATCH} nudge per batch, "
+        f"{TARGET_DUPLICATES} duplicates, <= {TARGET_DIGEST_BYTES_PER_ENTRY} bytes per digest entry",
+        ok=finished == runs
+        and consumed == copies
+        and worst_batch <= TARGET_NUDGES_PER_BATCH
+        and duplicates <= TARGET_DUPLICATES
+        and worst_digest <= TARGET_DIGEST_BYTES_PER_ENTRY,
+    )
 
 
 def main() -> None:
@@ -431,7 +456,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per run")
     parser.add_argument("--keep", action="store_true", help="keep each run's home")
+    parser.add_argument("--quick", action="store_true", help="one run (for bench/run_all)")
     args = parser.parse_args()
+    if args.quick:
+        args.runs = 1
     saved_env = dict(os.environ)
     all_figures = []
     for n in range(1, args.runs + 1):

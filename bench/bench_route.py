@@ -8,6 +8,9 @@
   idle     CPU of an idle serve over 60 s (percent of one core).
 
 Usage: .venv/bin/python bench/bench_route.py [latency|burst|idle|all] [--samples N] [--idle-seconds S]
+       [--quick]  (100 samples, 10 s idle: for bench/run_all)
+
+Each figure is also printed as a FIGURE line (bench/figures.py) for bench/run_all.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from collections import Counter
 from pathlib import Path
 
 import msgspec
+from figures import figure
 
 from hive_core.hive import init_office
 from hive_core.kick import kick
@@ -34,17 +38,21 @@ from hive_core.paths import HivePaths
 from hive_core.schema import Draft, Message
 
 AGENTS = [f"a{n:02d}" for n in range(15)]
-ROSTER = '[office]\nmanager = "a00"\n' + "".join(
-    f'\n[[agents]]\nid = "{a}"\nname = "{a}"\nprovider = "shell"\n' for a in AGENTS
-)
 BIN = Path(sys.executable).parent
 ORIGINAL_POLL_S = 1.5
+BURST_TARGET_S = 10.0
 
 
-def make_office(root: Path) -> HivePaths:
+def roster(agents: list[str]) -> str:
+    return f'[office]\nmanager = "{agents[0]}"\n' + "".join(
+        f'\n[[agents]]\nid = "{a}"\nname = "{a}"\nprovider = "shell"\n' for a in agents
+    )
+
+
+def make_office(root: Path, agents: list[str] = AGENTS) -> HivePaths:
     home = root / "home"
     home.mkdir()
-    (home / "office.toml").write_text(ROSTER)
+    (home / "office.toml").write_text(roster(agents))
     paths = HivePaths(home)
     init_office(paths)
     return paths
@@ -122,20 +130,40 @@ def bench_latency(samples: int) -> None:
                 time.sleep(0.05)
         finally:
             serve.stop()
+    cli50, cli99 = statistics.median(cli_ms), pct(cli_ms, 0.99)
+    kick50, kick99 = statistics.median(kicked_ms), pct(kicked_ms, 0.99)
+    hand50, hand99 = statistics.median(watched_ms), pct(watched_ms, 0.99)
     print(
         f"latency, `hive send` returned -> in the inbox ({samples} sends, 15 agents): "
-        f"p50 {statistics.median(cli_ms):.2f} ms, p99 {pct(cli_ms, 0.99):.2f} ms, "
+        f"p50 {cli50:.2f} ms, p99 {cli99:.2f} ms, "
         f"max {max(cli_ms):.2f} ms (target p50 <= 10, p99 <= 50); the original app polled "
         f"every {ORIGINAL_POLL_S * 1000:.0f} ms"
     )
     print(
-        f"latency, draft written + kick -> in the inbox ({samples}): "
-        f"p50 {statistics.median(kicked_ms):.2f} ms, p99 {pct(kicked_ms, 0.99):.2f} ms"
+        f"latency, draft written + kick -> in the inbox ({samples}): p50 {kick50:.2f} ms, p99 {kick99:.2f} ms"
     )
     print(
         f"latency, hand-written file (watcher, no kick; {len(watched_ms)} files): "
-        f"p50 {statistics.median(watched_ms):.1f} ms, p99 {pct(watched_ms, 0.99):.1f} ms; "
-        f"{ORIGINAL_POLL_S * 1000 / statistics.median(watched_ms):.0f}x sooner than a 1.5 s poll"
+        f"p50 {hand50:.1f} ms, p99 {hand99:.1f} ms; "
+        f"{ORIGINAL_POLL_S * 1000 / hand50:.0f}x sooner than a 1.5 s poll"
+    )
+    command = "bench/bench_route.py latency"
+    figure(
+        f"delivery latency, `hive send` returned -> file in the inbox, 15 agents, {samples} sends",
+        f"p50 {cli50:.2f} ms, p99 {cli99:.2f} ms",
+        target=f"p50 <= 10 ms, p99 <= 50 ms (the original app polled every {ORIGINAL_POLL_S * 1000:,.0f} ms)",
+        ok=cli50 <= 10 and cli99 <= 50,
+        command=command,
+    )
+    figure(
+        "same, measured from the draft landing in the outbox (+ kick)",
+        f"p50 {kick50:.2f} ms, p99 {kick99:.2f} ms",
+        command=command,
+    )
+    figure(
+        "a hand-written outbox file (no kick, the watcher finds it)",
+        f"p50 {hand50:.0f} ms, p99 {hand99:.0f} ms ({ORIGINAL_POLL_S * 1000 / hand50:.0f}x sooner than a 1.5 s poll)",
+        command=command,
     )
 
 
@@ -146,31 +174,37 @@ def wait_for_delivery(inbox: Path, before: int, since: float) -> float:
     return (time.perf_counter() - since) * 1000
 
 
-def bench_burst(per_agent: int = 400) -> None:
+def bench_burst(
+    agents: list[str] = AGENTS,
+    per_agent: int = 400,
+    command: str = "bench/bench_route.py burst",
+    target_s: float | None = BURST_TARGET_S,
+) -> None:
+    """target_s None: no time target, only none lost or duplicated."""
     with tempfile.TemporaryDirectory() as d:
-        paths = make_office(Path(d))
+        paths = make_office(Path(d), agents)
         serve = Serve(paths)
         head_before = git_count(paths)
-        total = per_agent * len(AGENTS)
+        total = per_agent * len(agents)
 
         def sender(who: str) -> None:
             rng = random.Random(who)
             box = paths.mailbox(who)
-            others = [a for a in AGENTS if a != who]
+            others = [a for a in agents if a != who]
             for n in range(per_agent):
                 write_draft(
                     box, Draft(to=rng.choice(others), subject=f"{who}-{n}", body=f"{who}-{n}")
                 )
                 kick(paths, who)
 
-        threads = [threading.Thread(target=sender, args=(a,)) for a in AGENTS]
+        threads = [threading.Thread(target=sender, args=(a,)) for a in agents]
         start = time.perf_counter()
         for t in threads:
             t.start()
         for t in threads:
             t.join()
         written = time.perf_counter() - start
-        while count_inboxes(paths) < total and time.perf_counter() - start < 120:
+        while count_inboxes(paths, agents) < total and time.perf_counter() - start < 120:
             time.sleep(0.005)
         routed = time.perf_counter() - start
         # The committer trails the router; wait until the history holds everything.
@@ -189,20 +223,30 @@ def bench_burst(per_agent: int = 400) -> None:
         )
         delivered: Counter[str] = Counter()
         decoder = msgspec.json.Decoder(Message)
-        for who in AGENTS:
+        for who in agents:
             for p in paths.mailbox(who).inbox.glob("*.json"):
                 delivered[decoder.decode(p.read_bytes()).body] += 1
         lost = total - len(delivered)
         dup = sum(c - 1 for c in delivered.values() if c > 1)
+        clean = fsck.returncode == 0
         print(
-            f"burst: {total} messages from 15 agents: written in {written:.2f} s, all routed in "
-            f"{routed:.2f} s (target <= 10 s), {total / routed:.0f} msg/s; lost {lost}, "
-            f"duplicated {dup}; all committed at {committed:.2f} s in {commits} commits "
-            f"({commits / committed:.1f} commits/s, {total / max(commits, 1):.0f} messages per "
-            f"commit); serve exit {code}; "
-            f"git fsck {'clean' if fsck.returncode == 0 else 'FAILED: ' + fsck.stderr[:200]}"
+            f"burst: {total} messages from {len(agents)} agents: written in {written:.2f} s, all "
+            f"routed in {routed:.2f} s, {total / routed:.0f} "
+            f"msg/s; lost {lost}, duplicated {dup}; all committed at {committed:.2f} s in "
+            f"{commits} commits ({commits / committed:.1f} commits/s, "
+            f"{total / max(commits, 1):.0f} messages per commit); serve exit {code}; "
+            f"git fsck {'clean' if clean else 'FAILED: ' + fsck.stderr[:200]}"
         )
         print("  commit messages, oldest first:", "; ".join(reversed(sizes)))
+        figure(
+            f"burst: {len(agents)} senders x {per_agent} messages as fast as they can",
+            f"all {total:,} routed in {routed:.1f} s ({total / routed:,.0f} msg/s); lost {lost}, "
+            f"duplicated {dup}; `git fsck` {'clean' if clean else 'FAILED'}; history complete "
+            f"at {committed:.1f} s in {commits} commits",
+            target="0 lost, 0 duplicated" + (f", routed <= {target_s:.0f} s" if target_s else ""),
+            ok=lost == 0 and dup == 0 and clean and (target_s is None or routed <= target_s),
+            command=command,
+        )
 
 
 def bench_idle(seconds: float) -> None:
@@ -214,9 +258,14 @@ def bench_idle(seconds: float) -> None:
         time.sleep(seconds)
         c1, t1 = serve.cpu_seconds(), time.monotonic()
         serve.stop()
-    print(
-        f"idle: serve used {100 * (c1 - c0) / (t1 - t0):.2f}% of one core over {t1 - t0:.0f} s "
-        f"(target < 1%)"
+    cpu = 100 * (c1 - c0) / (t1 - t0)
+    print(f"idle: serve used {cpu:.2f}% of one core over {t1 - t0:.0f} s (target < 1%)")
+    figure(
+        f"CPU of an idle `serve`, {t1 - t0:.0f} s",
+        f"{cpu:.2f}% of one core",
+        target="< 1%",
+        ok=cpu < 1,
+        command="bench/bench_route.py idle",
     )
 
 
@@ -224,8 +273,8 @@ def json_names(folder: Path) -> list[str]:
     return [n for n in os.listdir(folder) if n.endswith(".json") and not n.startswith(".")]
 
 
-def count_inboxes(paths: HivePaths) -> int:
-    return sum(len(json_names(paths.mailbox(a).inbox)) for a in AGENTS)
+def count_inboxes(paths: HivePaths, agents: list[str]) -> int:
+    return sum(len(json_names(paths.mailbox(a).inbox)) for a in agents)
 
 
 def git_dirty(paths: HivePaths) -> bool:
@@ -255,7 +304,10 @@ def main() -> None:
     )
     parser.add_argument("--samples", type=int, default=300)
     parser.add_argument("--idle-seconds", type=float, default=60)
+    parser.add_argument("--quick", action="store_true", help="100 samples, 10 s idle")
     args = parser.parse_args()
+    if args.quick:
+        args.samples, args.idle_seconds = 100, 10
     if shutil.which("git") is None:
         raise SystemExit("git is needed for fsck")
     if args.which in ("latency", "all"):

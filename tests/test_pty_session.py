@@ -10,6 +10,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
@@ -18,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from hive_core.agents import pty_session
 from hive_core.agents.pty_session import PtySession
 
 ENV = {"PATH": os.environ["PATH"]}
@@ -282,6 +284,45 @@ def test_terminate_ends_the_process_group_once_and_idempotently(tmp_path: Path) 
     run(main())
 
 
+def test_start_spawns_off_the_loop_and_a_cancelled_start_leaves_no_child(tmp_path: Path) -> None:
+    async def main() -> None:
+        s = await PtySession.start(["bash", "-c", "echo started"], env=ENV, cwd=tmp_path)
+        pane = Pane(s)
+        assert await pane.exit() == (0, None)
+        assert bytes(pane.out) == b"started\r\n"
+        await s.terminate()
+
+        # Hold the spawner thread, so the start is cancelled before its child exists.
+        before = children_of(os.getpid())
+        release = threading.Event()
+        held = asyncio.get_running_loop().run_in_executor(pty_session._SPAWNER, release.wait)
+        # Ignores SIGHUP and SIGTERM, so it lasts the grace and cannot be missed; the
+        # background job outlives even the leader's death (a dropped session's fate).
+        argv = ["bash", "-c", "trap '' HUP TERM; sleep 300 & sleep 300"]
+        start = asyncio.create_task(PtySession.start(argv, env=ENV, cwd=tmp_path))
+        await asyncio.sleep(0)
+        start.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await start
+        release.set()
+        await held
+        deadline = time.monotonic() + 10
+        while not (new := children_of(os.getpid()) - before):
+            assert time.monotonic() < deadline, "the cancelled start never spawned"
+            await asyncio.sleep(0.02)
+        ((leader, _),) = new
+        while list((members := session_members(leader)).values()).count("sleep") < 2:
+            assert time.monotonic() < deadline, f"two sleeps: {members}"
+            await asyncio.sleep(0.02)
+        # Ended although nobody holds its session.
+        procs = set(members) | new
+        while survivors(procs):
+            assert time.monotonic() < deadline + 10, f"survivors of a cancelled start: {procs}"
+            await asyncio.sleep(0.05)
+
+    run(main())
+
+
 def test_terminate_escalates_to_sigkill_after_the_grace(tmp_path: Path) -> None:
     child = (
         "import signal, time\n"
@@ -321,16 +362,51 @@ def test_terminate_reaches_other_process_groups_of_the_session(tmp_path: Path) -
 OFFICE = """\
 import asyncio, sys
 from pathlib import Path
+from hive_core.agents import pty_session
 from hive_core.agents.pty_session import PtySession
 
-async def main() -> None:
-    s = PtySession.spawn(["bash", "-c", sys.argv[1]], env={"PATH": sys.argv[2]}, cwd=Path.cwd())
+def spawn(script: str) -> PtySession:
+    s = PtySession.spawn(["bash", "-c", script], env={"PATH": sys.argv[1]}, cwd=Path.cwd())
     s.attach(asyncio.get_running_loop(), lambda data: None, lambda code, sig: None)
     print(s.pid, flush=True)
+    return s
+
+async def main() -> None:
+    sessions = [spawn(script) for script in sys.argv[2:]]
+    # Each line on stdin is one more session's script (spawned on the loop's thread).
+    loop = asyncio.get_running_loop()
+    while line := await loop.run_in_executor(None, sys.stdin.readline):
+        sessions.append(spawn(line.strip()))
     await asyncio.Event().wait()
 
 asyncio.run(main())
 """
+
+
+def start_office(tmp_path: Path, scripts: list[str]) -> subprocess.Popen[bytes]:
+    office_py = tmp_path / "office.py"
+    office_py.write_text(OFFICE)
+    return subprocess.Popen(
+        [PY, str(office_py), ENV["PATH"], *scripts],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        cwd=tmp_path,
+    )
+
+
+def children_of(pid: int) -> set[Proc]:
+    return {
+        (child, int(st[20]))
+        for child in map(int, filter(str.isdigit, os.listdir("/proc")))
+        if (st := _stat(child)) and st[1] != b"Z" and int(st[2]) == pid
+    }
+
+
+def sleeps_in(leader: int, n: int) -> set[Proc]:
+    wait_until(
+        lambda: list(session_members(leader).values()).count("sleep") == n, 10, f"{n} sleeps"
+    )
+    return set(session_members(leader))
 
 
 @pytest.mark.parametrize(
@@ -343,27 +419,56 @@ asyncio.run(main())
     ],
 )
 def test_nothing_outlives_an_office_killed_with_sigkill(tmp_path: Path, script: str) -> None:
-    office_py = tmp_path / "office.py"
-    office_py.write_text(OFFICE)
-    office = subprocess.Popen(
-        [PY, str(office_py), script, ENV["PATH"]], stdout=subprocess.PIPE, cwd=tmp_path
-    )
+    office = start_office(tmp_path, [script])
     try:
         assert office.stdout is not None
         leader = int(office.stdout.readline())
-        wait_until(
-            lambda: list(session_members(leader).values()).count("sleep") == 2, 10, "two sleeps"
-        )
-        procs = set(session_members(leader))
-        # The office's own children too: the leader and its guard.
-        children = {
-            (pid, int(st[20]))
-            for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
-            if (st := _stat(pid)) and int(st[2]) == office.pid
-        }
+        procs = sleeps_in(leader, 2)
+        # The office's own children too: the leader and the guard.
+        children = children_of(office.pid)
         assert len(children) == 2
         procs |= children
     finally:
         office.kill()
         office.wait()
+    wait_until(lambda: not survivors(procs), 10, f"no survivors of {procs}")
+
+
+def test_one_guard_serves_every_session_of_the_office(tmp_path: Path) -> None:
+    scripts = ["trap '' HUP; sleep 300 & sleep 300", "set -m; sleep 300 & sleep 300", "sleep 300"]
+    office = start_office(tmp_path, scripts)
+    try:
+        assert office.stdout is not None
+        leaders = [int(office.stdout.readline()) for _ in scripts]
+        procs = sleeps_in(leaders[0], 2) | sleeps_in(leaders[1], 2) | sleeps_in(leaders[2], 1)
+        children = children_of(office.pid)
+        # Three leaders and a single guard, not a guard per session.
+        assert set(leaders) < {pid for pid, _ in children} and len(children) == 4
+        procs |= children
+    finally:
+        office.kill()
+        office.wait()
+    wait_until(lambda: not survivors(procs), 10, f"no survivors of {procs}")
+
+
+def test_a_guard_that_died_is_replaced_and_told_every_session(tmp_path: Path) -> None:
+    office = start_office(tmp_path, ["trap '' HUP; sleep 300 & sleep 300"])
+    try:
+        assert office.stdin is not None and office.stdout is not None
+        first = int(office.stdout.readline())
+        procs = sleeps_in(first, 2)
+        (guard,) = {p for p in children_of(office.pid) if p[0] != first}
+        os.kill(guard[0], signal.SIGKILL)
+        wait_until(lambda: not survivors({guard}), 10, "the guard to die")
+        office.stdin.write(b"set -m; sleep 300 & sleep 300\n")
+        office.stdin.flush()
+        second = int(office.stdout.readline())
+        procs |= sleeps_in(second, 2)
+        (new_guard,) = {p for p in children_of(office.pid) if p[0] not in (first, second)}
+        assert new_guard != guard
+        procs |= {new_guard}
+    finally:
+        office.kill()
+        office.wait()
+    # The first session too: the new guard was told of it, not only of the second.
     wait_until(lambda: not survivors(procs), 10, f"no survivors of {procs}")

@@ -21,26 +21,32 @@ Three layers, each covering what the previous one misses:
 2. PR_SET_PDEATHSIG(SIGKILL), armed in the child before exec: the leader is killed when
    its parent dies, even if it ignores SIGHUP. Direct child only. The kernel ties it to
    the *thread* that forked, so `spawn` must be called from a thread that lives as long
-   as the office (the event loop's thread), never from a short-lived worker thread.
+   as the office, never from a short-lived worker thread. `start` runs it on one such
+   thread of this module's, so the event loop is not held while the child execs.
    It is also cleared if the child execs a set-uid or file-capability binary.
-3. A guard process per session (this module run as a script, in a session of its own so
-   the office's terminal signals do not reach it). It waits for EOF on a pipe only the
-   office holds; EOF without the dismissal word means the office died, and the guard
-   SIGKILLs every process group that still has a member in the agent's session. Covers
-   what 1 and 2 miss inside the session: `nohup`'d or SIGHUP-ignoring descendants, and
-   jobs in other process groups (an interactive shell's background jobs, `set -m`).
+3. One guard process for the whole office (`session_guard.py`, a bare interpreter in a
+   session of its own so the office's terminal signals do not reach it). The office
+   tells it each session it starts and each one that ended cleanly, over a pipe only the
+   office holds; EOF on that pipe means the office died, and the guard SIGKILLs every
+   process group that still has a member in a session it was not told had ended.
+   Covers what 1 and 2 miss inside the session: `nohup`'d or SIGHUP-ignoring
+   descendants, and jobs in other process groups (an interactive shell's background
+   jobs, `set -m`). One guard, not one per session: a guard is a Python interpreter
+   (about 9 MB resident, 4 MB proportional), and an office runs dozens of agents.
 
 Not covered: descendants that leave the session (`setsid`, double-forking daemons) and
 processes in the session that the office's user may not signal (set-uid programs such
-as `sudo`), plus anything if the guard itself is SIGKILLed along with the office.
-Only a cgroup could contain those.
+as `sudo`), plus anything if the guard itself is SIGKILLed along with the office (a
+guard that dies while the office lives is started again on the next spawn or
+termination, and told every session still watched). Only a cgroup could contain those.
 
 While the office runs, `terminate` does the same sweep: SIGHUP and SIGCONT (as a
 closing terminal would) and SIGTERM to every process group in the session, SIGKILL to
 whatever is left after the grace period, then reaps the leader, closes the master and
-dismisses the guard. When the CLI exits on its own, call `terminate` after `on_exit` to
-sweep stragglers and release the guard. A session dropped without `terminate` closes the
-guard's pipe when collected, so the guard kills what is left of it.
+tells the guard the session ended. When the CLI exits on its own, call `terminate` after
+`on_exit` to sweep stragglers and release the session from the guard. A session dropped
+without `terminate` stays watched, so the guard kills what is left of it when the
+office exits.
 
 A session is not thread-safe: use it from the thread running its event loop.
 """
@@ -51,56 +57,25 @@ import asyncio
 import contextlib
 import ctypes
 import errno
+import functools
 import os
 import shutil
 import signal
 import subprocess
 import sys
-import time
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import ptyprocess
 
+from hive_core.agents import session_guard
+from hive_core.agents.session_guard import KILL_WAIT, POLL_INTERVAL
+
 _PR_SET_PDEATHSIG = 1
 _LIBC = ctypes.CDLL(None, use_errno=True)
 _READ_CHUNK = 1 << 16
-_POLL_INTERVAL = 0.02
-# After SIGKILL a process normally vanishes at once; this bounds the wait for one stuck
-# in uninterruptible sleep, or for a member we may not signal, so terminate() returns.
-_KILL_WAIT = 2.0
-_GUARD_DISMISS = b"dismiss"
-
-
-def _session_groups(sid: int) -> set[int]:
-    """Process groups with a live (not zombie) member in session `sid`, from /proc."""
-    groups: set[int] = set()
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:  # exited since listdir
-            continue
-        # The command name may hold spaces and parentheses; the fields after the last
-        # ')' are fixed: state, ppid, pgrp, session.
-        state, _ppid, pgrp, session = stat[stat.rindex(b")") + 2 :].split()[:4]
-        if int(session) == sid and state not in (b"Z", b"X"):
-            groups.add(int(pgrp))
-    return groups
-
-
-def _signal_session(sid: int, sig: int) -> bool:
-    """Send `sig` to every process group in session `sid`; False if the session was empty.
-
-    Groups, not pids, so a process forked between the scan and the kill is hit too.
-    """
-    groups = _session_groups(sid)
-    for pgrp in groups:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgrp, sig)
-    return bool(groups)
 
 
 def _arm_parent_death_signal(parent: int) -> Callable[[], None]:
@@ -115,31 +90,92 @@ def _arm_parent_death_signal(parent: int) -> Callable[[], None]:
     return arm
 
 
-def _start_guard(sid: int) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        # -I: the office's PYTHON* variables and the working directory do not matter.
-        [sys.executable, "-I", os.path.abspath(__file__), str(sid)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+class _Guard:
+    """This process's side of the shared guard: started on first use, and again if it
+    died or this is a forked copy of the office (the guard belongs to the process that
+    started it)."""
+
+    def __init__(self) -> None:
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._owner = 0
+        self._sids: set[int] = set()
+        # Sessions may be spawned from more than one thread; a line must not interleave.
+        self._lock = threading.Lock()
+
+    def watch(self, sid: int) -> None:
+        with self._lock:
+            self._sids.add(sid)
+            self._send(b"+%d\n" % sid)
+
+    def forget(self, sid: int) -> None:
+        with self._lock:
+            if sid in self._sids:
+                self._sids.discard(sid)
+                self._send(b"-%d\n" % sid)
+
+    def _send(self, line: bytes) -> None:
+        if self._proc is not None and self._owner == os.getpid() and self._proc.poll() is None:
+            with contextlib.suppress(BrokenPipeError):
+                self._write(line)
+                return
+        if not self._sids:  # nothing to guard: no need for a new guard yet
+            self._proc = None
+            return
+        # A new guard knows nothing yet: tell it every session still watched.
+        self._proc, self._owner = self._start(), os.getpid()
+        self._write(b"".join(b"+%d\n" % sid for sid in sorted(self._sids)))
+
+    def _write(self, data: bytes) -> None:
+        assert self._proc is not None and self._proc.stdin is not None
+        # Unbuffered and blocking: the guard reads continuously, so this never waits long.
+        view = memoryview(data)
+        while view:
+            view = view[self._proc.stdin.write(view) or 0 :]
+
+    @staticmethod
+    def _start() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            # -I: the office's PYTHON* variables and working directory do not matter;
+            # -S: no site start-up, so the interpreter stays small.
+            [sys.executable, "-I", "-S", session_guard.__file__],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            bufsize=0,
+            start_new_session=True,
+        )
 
 
-def _guard_main(sid: int) -> None:
-    if sys.stdin.buffer.read() == _GUARD_DISMISS:
-        return
-    deadline = time.monotonic() + _KILL_WAIT
-    while _signal_session(sid, signal.SIGKILL) and time.monotonic() < deadline:
-        time.sleep(_POLL_INTERVAL)
+_GUARD = _Guard()
+# Forks every session `start` makes. Its one worker lives until the interpreter exits, as
+# PR_SET_PDEATHSIG needs; the wait for each child's exec (10-25 ms, more under load: a
+# second for 50 agents) happens here instead of on the event loop.
+_SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pty-spawn")
+# Sessions whose `start` was cancelled mid-spawn, being terminated (the loop keeps only
+# weak references to tasks).
+_ORPHANS: set[asyncio.Future[None]] = set()
+
+
+def _session_groups(sid: int) -> set[int]:
+    return session_guard.session_groups({sid}).get(sid, set())
+
+
+def _signal_session(sid: int, sig: int) -> None:
+    session_guard.signal_sessions({sid}, sig)
+
+
+def _terminate_unclaimed(pending: asyncio.Future[PtySession]) -> None:
+    if not pending.cancelled() and pending.exception() is None:
+        task = asyncio.ensure_future(pending.result().terminate())
+        _ORPHANS.add(task)
+        task.add_done_callback(_ORPHANS.discard)
 
 
 class PtySession:
     """A child process on its own pty; see the module docstring for its lifetime rules."""
 
-    def __init__(self, proc: ptyprocess.PtyProcess, guard: subprocess.Popen[bytes]) -> None:
+    def __init__(self, proc: ptyprocess.PtyProcess) -> None:
         self._proc = proc
-        self._guard = guard
         self.pid: int = proc.pid
         self._fd: int = proc.fd
         # Readable when the child exits: reaps it without blocking once output has ended
@@ -184,7 +220,28 @@ class PtySession:
         # up when the office dies.
         os.set_inheritable(proc.fd, False)
         os.set_blocking(proc.fd, False)
-        return cls(proc, _start_guard(proc.pid))
+        _GUARD.watch(proc.pid)
+        return cls(proc)
+
+    @classmethod
+    async def start(
+        cls,
+        argv: list[str],
+        *,
+        env: dict[str, str],
+        cwd: Path,
+        rows: int = 40,
+        cols: int = 120,
+    ) -> PtySession:
+        """`spawn` on the spawner thread, without holding the event loop meanwhile."""
+        spawn = functools.partial(cls.spawn, argv, env=env, cwd=cwd, rows=rows, cols=cols)
+        pending = asyncio.get_running_loop().run_in_executor(_SPAWNER, spawn)
+        try:
+            return await asyncio.shield(pending)
+        except asyncio.CancelledError:
+            # The child may be running by now, and nobody will hold its session.
+            pending.add_done_callback(_terminate_unclaimed)
+            raise
 
     def attach(
         self,
@@ -260,11 +317,11 @@ class PtySession:
             _signal_session(self.pid, sig)
         deadline = loop.time() + grace
         while not self._session_over() and loop.time() < deadline:
-            await asyncio.sleep(_POLL_INTERVAL)
-        deadline = loop.time() + _KILL_WAIT
+            await asyncio.sleep(POLL_INTERVAL)
+        deadline = loop.time() + KILL_WAIT
         while not self._session_over() and loop.time() < deadline:
             _signal_session(self.pid, signal.SIGKILL)
-            await asyncio.sleep(_POLL_INTERVAL)
+            await asyncio.sleep(POLL_INTERVAL)
         if self._master_open:
             # Hand over what the child wrote before it died, then hang up the terminal for
             # anything that survived: the kernel's SIGHUP reaches what we could not signal.
@@ -273,23 +330,12 @@ class PtySession:
                     self._on_output(data)
             self._output_ended()
         if self._session_over():
-            await self._dismiss_guard()
+            _GUARD.forget(self.pid)
 
     def _session_over(self) -> bool:
         # After the leader is reaped its pid stays reserved while any process still has it
         # as session id, so the scan cannot hit an unrelated session.
         return self._reap() and not _session_groups(self.pid)
-
-    async def _dismiss_guard(self) -> None:
-        stdin = self._guard.stdin
-        if stdin is not None and not stdin.closed:
-            with contextlib.suppress(BrokenPipeError):
-                stdin.write(_GUARD_DISMISS)
-            with contextlib.suppress(BrokenPipeError):
-                stdin.close()
-        deadline = asyncio.get_running_loop().time() + _KILL_WAIT
-        while self._guard.poll() is None and asyncio.get_running_loop().time() < deadline:
-            await asyncio.sleep(_POLL_INTERVAL)
 
     def _read(self) -> bytes:
         try:
@@ -380,7 +426,3 @@ class PtySession:
             self._exit_reported = True
             self._on_exit(*self._status)
         return True
-
-
-if __name__ == "__main__":
-    _guard_main(int(sys.argv[1]))

@@ -2,8 +2,8 @@
 
 The supervisor mints each start's secret, writes identity.md, asks the provider for the
 launch, spawns it, and keeps the pty read (a child whose output nobody reads would
-stall). Output goes to whoever listens (the app's panes); without a listener the last
-part is kept so a later viewer sees the current screen.
+stall). Output goes to whoever listens (the app's panes, subscribed before any agent
+starts); without a listener it is dropped: nothing is kept per chunk.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import shutil
 import sys
 import time
 import uuid
-from collections import deque
 from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 
@@ -28,8 +27,6 @@ from hive_core.fsio import atomic_write
 from hive_core.paths import HivePaths
 from hive_core.schema import OfficeConfig
 
-# Output kept per agent for a viewer that attaches later.
-BACKLOG_BYTES = 256 * 1024
 # A resumed session that dies this fast without a SessionStart could not be resumed:
 # start it afresh instead.
 RESUME_GRACE_S = 15.0
@@ -50,6 +47,13 @@ def tool_path() -> list[str]:
     return [str(Path(sys.executable).parent)]
 
 
+def _read_or_none(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
 class Supervisor:
     def __init__(
         self,
@@ -68,9 +72,9 @@ class Supervisor:
         self.on_change = on_change
         self.log = log
         self.sessions: dict[str, PtySession] = {}
-        self.backlog: dict[str, deque[bytes]] = {}
         self.sinks: list[OutputSink] = []
         self._started_at: dict[str, float] = {}
+        self._starting: set[str] = set()
         self.size = DEFAULT_SIZE
         self.sizes: dict[str, tuple[int, int]] = {}
         self.last_output: dict[str, float] = {}
@@ -105,6 +109,8 @@ class Supervisor:
         state = self.states[agent_id]
         if agent_id in self.sessions and self.sessions[agent_id].alive:
             return True
+        if agent_id in self._starting:  # its spawn is under way
+            return True
         state.missing = self.missing_cli(agent_id)
         if state.missing:
             state.status = "exited"
@@ -126,15 +132,23 @@ class Supervisor:
             first_prompt=first_prompt,
         )
         mailbox = self.paths.mailbox(agent_id)
-        atomic_write(mailbox.identity, identity_text(state.spec, self.config).encode())
+        identity = identity_text(state.spec, self.config).encode()
+        if _read_or_none(mailbox.identity) != identity:
+            # Derived from office.toml and brought up to date at every start, so a write a
+            # crash loses costs nothing: no fsync (one per agent was most of a 50-agent
+            # office's start-up on the event loop).
+            atomic_write(mailbox.identity, identity, fsync=False)
         launch = self.providers[state.spec.provider].prepare(ctx)
         launch.cwd.mkdir(parents=True, exist_ok=True)
         rows, cols = self.sizes.get(agent_id, self.size)
-        session = PtySession.spawn(
-            launch.argv, env=launch.env, cwd=launch.cwd, rows=rows, cols=cols
-        )
+        self._starting.add(agent_id)
+        try:
+            session = await PtySession.start(
+                launch.argv, env=launch.env, cwd=launch.cwd, rows=rows, cols=cols
+            )
+        finally:
+            self._starting.discard(agent_id)
         self.sessions[agent_id] = session
-        self.backlog.setdefault(agent_id, deque())
         self._started_at[agent_id] = time.monotonic()
         state.pid = session.pid
         state.status = "offline"  # until its SessionStart arrives
@@ -182,11 +196,6 @@ class Supervisor:
 
     def _output(self, agent_id: str, data: bytes) -> None:
         self.last_output[agent_id] = time.monotonic()
-        backlog = self.backlog[agent_id]
-        backlog.append(data)
-        size = sum(len(b) for b in backlog)
-        while size > BACKLOG_BYTES and len(backlog) > 1:
-            size -= len(backlog.popleft())
         for sink in self.sinks:
             sink(agent_id, data)
 

@@ -1,0 +1,71 @@
+"""The supervisor against real shells: identity.md at each start, and output to the sinks."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from hive_core.agents.providers import providers
+from hive_core.agents.state import AgentState
+from hive_core.agents.supervisor import Supervisor
+from hive_core.config import load_office
+from hive_core.hive import init_office
+from hive_core.paths import HivePaths
+
+ROSTER = """\
+[office]
+manager = "m"
+
+[[agents]]
+id = "m"
+name = "{name}"
+provider = "shell"
+cwd = "{cwd}"
+command = ["bash", "--norc", "--noprofile", "-c", "echo ready; sleep 300"]
+"""
+
+
+def supervisor(home: Path, name: str, out: list[bytes]) -> Supervisor:
+    home.mkdir(exist_ok=True)
+    (home / "office.toml").write_text(ROSTER.format(name=name, cwd=home.parent))
+    paths = HivePaths(home)
+    init_office(paths)
+    config = load_office(paths.office_toml)
+    states = {s.id: AgentState(spec=s, manager=True) for s in config.agents}
+    sup = Supervisor(
+        paths, config, states, providers(), on_change=lambda state: None, log=lambda a, t: None
+    )
+    sup.sinks.append(lambda agent, data: out.append(data))
+    return sup
+
+
+async def until(predicate: Callable[[], bool], timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.02)
+
+
+def test_identity_is_rewritten_only_when_it_changed(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+
+    async def start_once(name: str) -> Path:
+        out: list[bytes] = []
+        sup = supervisor(home, name, out)
+        assert await sup.start("m")
+        await until(lambda: b"ready" in b"".join(out))
+        await sup.stop_all()
+        return sup.paths.mailbox("m").identity
+
+    async def main() -> None:
+        identity = await start_once("Mona")
+        first = identity.stat()
+        assert "Mona" in identity.read_text()
+        await start_once("Mona")
+        assert identity.stat().st_ino == first.st_ino  # the same file: not written again
+        await start_once("Moira")
+        assert "Moira" in identity.read_text() and "Mona" not in identity.read_text()
+
+    asyncio.run(asyncio.wait_for(main(), 60))
