@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import ptyprocess
+from figures import figure
 
 BIN = Path(sys.executable).parent
 AGENTS = [f"a{n}" for n in range(8)]
@@ -88,6 +89,14 @@ def bench_first_frame(runs: int) -> None:
         f"max {max(app_s) * 1000:.0f} ms (target <= 1500 ms); `import textual.app` alone: "
         f"{ref * 1000:.0f} ms ({app / ref:.1f}x)"
     )
+    figure(
+        f"time to first frame, {len(AGENTS)} shell agents",
+        f"median {app * 1000:,.0f} ms over {runs} runs (max {max(app_s) * 1000:,.0f} ms); "
+        f"`import textual.app` alone {ref * 1000:.0f} ms ({app / ref:.1f}x)",
+        target="<= 1,500 ms",
+        ok=app <= 1.5,
+        command="bench/bench_app.py first-frame",
+    )
 
 
 def cpu_seconds(pid: int) -> float:
@@ -115,6 +124,14 @@ def bench_idle(seconds: float) -> None:
     print(
         f"idle: the app with {len(AGENTS)} idle agents used {100 * (c1 - c0) / (t1 - t0):.2f}% of one core "
         f"over {t1 - t0:.0f} s (target <= 2%)"
+    )
+    pct = 100 * (c1 - c0) / (t1 - t0)
+    figure(
+        f"idle CPU of the app, {len(AGENTS)} idle agents, {t1 - t0:.0f} s",
+        f"{pct:.2f}% of one core",
+        target="<= 2% of a core",
+        ok=pct <= 2,
+        command="bench/bench_app.py idle",
     )
 
 

@@ -116,14 +116,16 @@ class LogFollower:
     read first, then the new live file from its start. For `hive log --follow` and the
     app's log panel."""
 
-    def __init__(self, paths: HivePaths) -> None:
-        """Starts after the last complete line there is now."""
+    def __init__(self, paths: HivePaths, *, from_start: bool = False) -> None:
+        """Starts after the last complete line there is now, or at the start of the live
+        file (bounded by rotation), for a reader that also shows recent history."""
         self.paths = paths
         self._inode: int | None = None
         self._offset = 0
         with contextlib.suppress(FileNotFoundError), open(paths.log, "rb") as f:
             self._inode = os.fstat(f.fileno()).st_ino
-            self._offset = f.read().rfind(b"\n") + 1
+            if not from_start:
+                self._offset = f.read().rfind(b"\n") + 1
 
     def read(self) -> list[bytes]:
         """The complete lines appended since the last call, oldest first."""

@@ -8,6 +8,7 @@ hive watcher, the kick socket and a slow sweep) and the committer until told to 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import fcntl
 import hmac
@@ -31,13 +32,14 @@ from hive_core.control import ControlServer
 from hive_core.events.plane import EventPlane
 from hive_core.events.server import HookServer
 from hive_core.health import HealthBoard, Problem
-from hive_core.hive import ensure_mailbox, read_registry, write_registry
+from hive_core.hive import ensure_mailbox, read_registry, tighten_modes, write_registry
 from hive_core.ids import created_at_of, new_message_id, utc_now_iso
+from hive_core.logfile import rotate_if_due
 from hive_core.mail import find_message, mark_done, write_draft
 from hive_core.memory.keeper import MemoryKeeper
 from hive_core.paths import HivePaths
 from hive_core.routing.decide import Floor
-from hive_core.routing.router import WRITE_GRACE_S, Router, RouteStats
+from hive_core.routing.router import WRITE_GRACE_S, DiskFull, Router, RouteStats
 from hive_core.schema import (
     BODY_MAX,
     HUMAN,
@@ -52,7 +54,7 @@ from hive_core.schema import (
     Registry,
 )
 from hive_core.standup import FIRST_PROMPT, standup_message
-from hive_core.wake import WakeView, Watchdog
+from hive_core.wake import WakeFault, WakeView, Watchdog
 
 # The sweep only catches what the watcher and the kicks missed, so it can be slow.
 SWEEP_INTERVAL_S = 10.0
@@ -71,6 +73,8 @@ REGISTRY_INTERVAL_S = 0.25
 RESTART_BACKOFF_S = 0.5
 RESTART_BACKOFF_MAX_S = 30.0
 RECOVERED_AFTER_S = 60.0
+# While a full disk pauses routing, it is tried again this often.
+DISK_RETRY_S = 1.0
 
 
 class OfficeBusy(Exception):
@@ -85,15 +89,17 @@ class OfficeBusy(Exception):
 
 @contextlib.contextmanager
 def office_lock(paths: HivePaths) -> Iterator[None]:
-    """Hold the home's office lock. flock dies with the process, so a crash never
-    leaves a stale lock behind."""
-    paths.run.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd = os.open(paths.lock_file, os.O_RDWR | os.O_CREAT, 0o600)
+    """Hold the home's office lock: an flock on the home folder itself. A lock file could
+    be deleted and another office would lock a new one; the folder cannot be replaced
+    while it holds the office. flock dies with the process, so a crash never leaves a
+    stale lock behind."""
+    fd = os.open(paths.home, os.O_RDONLY | os.O_DIRECTORY)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise OfficeBusy(paths, _read_pid(paths.pid_file)) from None
+            raise OfficeBusy(paths, _read_pid(paths.pid_file) or _flock_holder(fd)) from None
+        paths.run.mkdir(mode=0o700, parents=True, exist_ok=True)
         paths.pid_file.write_text(f"{os.getpid()}\n")
         try:
             yield
@@ -110,13 +116,35 @@ def _read_pid(path: Path) -> int | None:
         return None
 
 
+def _flock_holder(fd: int) -> int | None:
+    """Who holds the flock on `fd`'s file, from /proc/locks (Linux), for when the pid
+    file is gone too."""
+    st = os.fstat(fd)
+    inode = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    try:
+        lines = Path("/proc/locks").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        fields = line.split()
+        # "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == inode:
+            with contextlib.suppress(ValueError):
+                return int(fields[4])
+    return None
+
+
 @dataclass
 class Listeners:
     """Who wants to know what happens in the office (the app; nothing when headless).
-    Called on the office's loop; they must be quick."""
+    Called on the office's loop; they must be quick.
+
+    `routed` gets each routing pass once (who sent to whom, whose inbox got a copy);
+    `hive` gets what the watcher saw, without the inbox copies the router already
+    reported, so a routed message reaches a listener once."""
 
     agent: list[Callable[[AgentState], None]] = field(default_factory=list)
-    routed: list[Callable[[str, list[str]], None]] = field(default_factory=list)
+    routed: list[Callable[[RouteStats], None]] = field(default_factory=list)
     hive: list[Callable[[set[Path]], None]] = field(default_factory=list)
     health: list[Callable[[list[Problem]], None]] = field(default_factory=list)
 
@@ -128,7 +156,13 @@ class Office:
         self.paths = paths
         self.config = config or load_office(paths.office_toml)
         self.with_agents = agents
-        self.committer = Committer(paths.hive)
+        # Health is made further down; these run only once the office runs.
+        self.committer = Committer(
+            paths.hive,
+            before_commit=lambda: self.committer.touch(*rotate_if_due(paths)),
+            on_problem=lambda detail: self.health.report("commit", detail),
+            on_ok=lambda: self.health.clear("commit"),
+        )
         previous = read_registry(paths)
         known = {e.id: e for e in previous.agents} if previous else {}
         archived = frozenset(i for i, e in known.items() if e.status == "archived")
@@ -158,7 +192,10 @@ class Office:
             secret_of=self.plane.secret_of,
             handle=self.plane.handle,
             rejected=self.plane.rejected,
+            failed=self.plane.failed,
         )
+        # Read every inbox once now, so the first hook or tick does not pay for it.
+        self.plane.inboxes.refresh(list(self.states))
         self.supervisor = Supervisor(
             paths,
             self.config,
@@ -187,18 +224,30 @@ class Office:
             paths.health_file, on_change=lambda p: self._tell(self.listeners.health, p)
         )
         self._kicked: set[str] = set()
+        # Routing passes touch the disk in bulk: they run here, one at a time, never on
+        # the loop (the app's screen); what they report comes back through the loop.
+        self._route_thread = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="route"
+        )
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._recover_marks: dict[str, int] = {}
         self._wake = asyncio.Event()
         self._registry_dirty = asyncio.Event()
 
     # --- the wake path ---------------------------------------------------------------
 
-    def _wake_views(self) -> list[WakeView]:
-        """Agents whose CLI is running: nobody can be woken (or told about) otherwise."""
-        views = []
+    def _wake_views(self) -> list[WakeView | WakeFault]:
+        """Agents whose CLI is running: nobody can be woken (or told about) otherwise.
+        An agent whose view cannot be built is a fault of its own, not of the tick."""
+        views: list[WakeView | WakeFault] = []
         for state in self.states.values():
             session = self.supervisor.sessions.get(state.id)
             if session is None or not session.alive or state.status == "archived":
+                continue
+            try:
+                unread, ids = self.plane.inboxes.snapshot(state.id)
+            except Exception as exc:
+                views.append(WakeFault(state.id, f"its unread mail cannot be read: {exc!r}"))
                 continue
             views.append(
                 WakeView(
@@ -210,7 +259,8 @@ class Office:
                     paused=state.paused,
                     halted=state.halted,
                     typed_ago=state.typed_ago(),
-                    unread=tuple(self.plane.unread(state.id)),
+                    unread=unread,
+                    unread_ids=ids,
                     announced=frozenset(state.told_in_turn),
                 )
             )
@@ -225,7 +275,7 @@ class Office:
     def _tell_manager(self, agent_id: str, text: str) -> None:
         manager = self.config.office.manager
         notice_id = f"{new_message_id()}-hookless"
-        self.router.post(
+        self._post(
             manager,
             Message(
                 id=notice_id,
@@ -338,9 +388,14 @@ class Office:
         archived = frozenset(s.id for s in self.states.values() if s.status == "archived")
         self.router.floor = Floor.from_config(self.config, archived)
 
-    def answer(self, message: Message, text: str) -> None:
+    async def answer(self, message: Message, text: str) -> None:
         """The person's answer to an escalation: recorded on the task's open question
-        (if the message is about a task) and sent to the manager."""
+        (if the message is about a task) and sent to the manager. The ledger lock and the
+        mail files are worked on a thread, so the app's screen never waits on them."""
+        await asyncio.to_thread(self._write_answer, message, text)
+        self._request_scan(HUMAN)
+
+    def _write_answer(self, message: Message, text: str) -> None:
         manager = self.config.office.manager
         human = self.paths.mailbox(HUMAN)
         in_human_inbox = find_message(human, message.id) is not None
@@ -362,7 +417,6 @@ class Office:
         )
         write_draft(human, draft)
         mark_done(human, message.id)
-        self._request_scan(HUMAN)
 
     async def _control(self, req: ControlRequest) -> ControlReply:
         if req.cmd == "status":
@@ -414,8 +468,16 @@ class Office:
 
     def prepare(self) -> None:
         """Make sure every mailbox exists and the registry matches the roster."""
+        tightened = tighten_modes(self.paths)
+        if tightened:
+            self._office_log(
+                f"tightened the permissions of {tightened} files and folders in "
+                f"{self.paths.home} to its user only"
+            )
         for who in [*(a.id for a in self.config.agents), HUMAN]:
-            ensure_mailbox(self.paths, who)
+            moved = ensure_mailbox(self.paths, who)
+            if moved:
+                self.router.tell_moved(who, moved)
         self.write_registry()
 
     def write_registry(self) -> None:
@@ -530,6 +592,8 @@ class Office:
             detail = f"{component} pass failed: {exc!r}"
             self._office_log(detail)
             self.health.report(f"loop:{component}", detail)
+        else:
+            self.health.clear(f"loop:{component}")
 
     def _office_log(self, detail: str) -> None:
         # The disk may be what failed; health still carries it.
@@ -564,27 +628,52 @@ class Office:
                 await asyncio.wait_for(stop.wait(), REGISTRY_INTERVAL_S)
 
     async def _route_loop(self, stop: asyncio.Event) -> None:
-        """Route kicked outboxes at once; sweep everything now and then."""
-        loop = asyncio.get_running_loop()
+        """Route kicked outboxes at once; sweep everything now and then. Each pass runs
+        on the route thread; kicks that arrive meanwhile are gathered for the next one."""
+        loop = self._loop = asyncio.get_running_loop()
         next_sweep = loop.time() + SWEEP_INTERVAL_S
         while not stop.is_set():
             timeout = max(0.0, next_sweep - loop.time())
             if self.router.deferred:
                 timeout = min(timeout, WRITE_GRACE_S / 2)
+            paused = self.router.paused
+            if paused:
+                timeout = min(timeout, DISK_RETRY_S)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout)
             self._wake.clear()
             kicked, self._kicked = self._kicked, set()
-            for who in sorted(kicked):
-                self.router.scan(who)
-            if self.router.deferred:
-                for owner in {_owner(self.paths, p) for p in self.router.deferred}:
-                    if owner:
-                        self.router.scan(owner)
-            if loop.time() >= next_sweep:
-                self.router.finish_claims()
-                self.router.scan_all()
+            # While the disk is full, every pass is a sweep: it finishes the claims left.
+            sweep = loop.time() >= next_sweep or paused is not None
+            running = loop.run_in_executor(self._route_thread, self._route_pass, kicked, sweep)
+            try:
+                await asyncio.shield(running)
+            except DiskFull as full:
+                if paused is None:
+                    self._office_log(str(full))
+                self.health.report("disk", str(full))
+            except asyncio.CancelledError:
+                # Whoever routes next (the final pass at stop) must not overlap this one.
+                with contextlib.suppress(Exception):
+                    await running
+                raise
+            else:
+                if paused is not None:
+                    self._office_log("the disk has room again; routing resumed")
+                    self.health.clear("disk")
+            if sweep:
                 next_sweep = loop.time() + SWEEP_INTERVAL_S
+
+    def _route_pass(self, kicked: set[str], sweep: bool) -> None:
+        """On the route thread."""
+        for who in sorted(kicked):
+            self.router.scan(who)
+        for owner in {_owner(self.paths, p) for p in list(self.router.deferred)}:
+            if owner:
+                self.router.scan(owner)
+        if sweep:
+            self.router.finish_claims()
+            self.router.scan_all()
 
     def _request_scan(self, who: str) -> None:
         self._kicked.add(who)
@@ -622,6 +711,7 @@ class Office:
                 await asyncio.sleep(1)
 
     async def _watch_once(self, stop: asyncio.Event) -> None:
+        self._loop = asyncio.get_running_loop()
         hive = self.paths.hive
         git_dir = str(hive / ".git")
 
@@ -636,28 +726,72 @@ class Office:
             stop_event=stop,
             recursive=True,
         ):
-            touched = []
-            for change, raw in changes:
-                path = Path(raw)
-                touched.append(path)
+            # A routing burst is thousands of changes: sorted on a thread.
+            outboxes, touched, news = await asyncio.to_thread(self._sort_changes, changes)
+            for owner in sorted(outboxes):
+                self._request_scan(owner)
+            self.memory.changed(touched)
+            if news:
+                self._tell(self.listeners.hive, news)
+
+    def _sort_changes(
+        self, changes: set[tuple[Change, str]]
+    ) -> tuple[set[str], set[Path], set[Path]]:
+        """Outboxes with new files, every changed path (told to the committer here), and
+        what of it the hive listeners get: not the router's own work (outboxes, claims,
+        archives, deliveries into inboxes), which it reports itself with recipients. Only
+        readers take files out of an inbox, and that the listeners must still hear of."""
+        outboxes: set[str] = set()
+        touched: set[Path] = set()
+        news: set[Path] = set()
+        for change, raw in changes:
+            path = Path(raw)
+            touched.add(path)
+            owner = _owner(self.paths, path)
+            if owner is not None:
                 if change != Change.deleted and path.parent.name == "outbox":
-                    owner = _owner(self.paths, path)
-                    if owner:
-                        self._request_scan(owner)
-            self.committer.touch(*touched)
-            self.memory.changed(set(touched))
-            self._tell(self.listeners.hive, set(touched))
+                    outboxes.add(owner)
+            elif not (change == Change.added and path.parent.name == "inbox"):
+                news.add(path)
+        self.committer.touch(*touched)
+        return outboxes, touched, news
+
+    def _post(self, recipient: str, message: Message) -> None:
+        """An office notice, written on the route thread: its atomic write ends in an
+        fsync (5-30 ms here), and one wake tick may post one per hookless agent."""
+        self._loop = asyncio.get_running_loop()
+        future = self._route_thread.submit(self.router.post, recipient, message)
+        future.add_done_callback(self._posted)
+
+    def _posted(self, future: concurrent.futures.Future[None]) -> None:
+        if (exc := future.exception()) is not None:
+            self._office_log(f"a notice could not be posted: {exc!r}")
 
     def _routed(self, stats: RouteStats) -> None:
+        """The router's report of one pass: from the route thread, or from the loop for
+        the office's own notices and the passes at start and stop."""
+        # The committer is thread-safe, and a burst touches thousands of paths.
         self.committer.touch(*stats.touched)
-        # The router knows exactly what it wrote: tell listeners now, not when (or if)
-        # the watcher gets round to it.
-        self._tell(self.listeners.hive, set(stats.touched))
-        self.memory.changed(stats.touched)
         for kind, _who in stats.notes:
             self.committer.note(kind)
-        for sender, recipients in stats.routes:
-            self._tell(self.listeners.routed, sender, recipients)
+        loop = self._loop
+        try:
+            here = asyncio.get_running_loop()
+        except RuntimeError:
+            here = None
+        if loop is None or loop.is_closed() or here is loop:
+            self._apply_routed(stats)  # on the loop, or no loop runs the office
+            return
+        # Read the new mail into the unread index here: the wake tick that follows (and
+        # every hook) asks for it on the loop.
+        self.plane.inboxes.refresh(sorted(stats.inboxes & self.states.keys()))
+        loop.call_soon_threadsafe(self._apply_routed, stats)
+
+    def _apply_routed(self, stats: RouteStats) -> None:
+        self.memory.changed(stats.touched)
+        # The router knows exactly what it wrote: tell listeners now, not when (or if)
+        # the watcher gets round to it.
+        self._tell(self.listeners.routed, stats)
         if stats.routes:
             self.watchdog.poke()
 

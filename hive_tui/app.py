@@ -1,19 +1,19 @@
 """HiveApp: the office on screen.
 
 The same Office object that `hive-office serve` runs headless runs here as a worker on
-the app's loop; the app listens to it (agents, routed mail, hive files) and feeds the
-widgets. Every key goes to the focused agent's terminal except the prefix key
-(ctrl+] by default) and alt+1..9; after the prefix, one key is a command.
+the app's loop; its bulk work (routing, commits, memory, the ledger) runs on threads.
+The app listens to it (agents directly; routed mail and hive files through the
+`Bridge`, which reads what changed off the loop, once a frame) and feeds the widgets.
+Every key goes to the focused agent's terminal except the prefix key (ctrl+] by
+default) and alt+1..9; after the prefix, one key is a command.
 """
 
 from __future__ import annotations
 
 import asyncio
 import signal
-from pathlib import Path
 from typing import ClassVar
 
-import msgspec
 from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
@@ -24,10 +24,11 @@ from textual.widgets import Static, TabbedContent, TabPane
 
 from hive_core.agents.state import AgentState
 from hive_core.kick import kick
-from hive_core.mail import iter_inbox, message_files, write_draft
+from hive_core.mail import write_draft
 from hive_core.memory import Hit, open_store
 from hive_core.office import Office
-from hive_core.schema import HUMAN, Draft, Ledger, LogEvent, Message
+from hive_core.schema import HUMAN, Draft, Message
+from hive_tui.bridge import Bridge, HiveLoaded, MailRouted
 from hive_tui.map.widget import OfficeMap
 from hive_tui.messages import AgentInfo
 from hive_tui.panels.board import BoardPanel
@@ -62,7 +63,6 @@ PREFIX_COMMANDS: dict[str, tuple[str, str]] = {
     "?": ("help", "show all keys"),
     "q": ("quit", "quit (stops the agents, commits, exits)"),
 }
-LOG_TAIL_CHUNK = 1 << 20
 MEMORY_RESULTS = 20
 # Without the kitty keyboard protocol (tmux, most terminals over SSH) Textual reads
 # ESC+digit, which is what alt+digit sends, as the macOS Option character of that digit.
@@ -130,7 +130,9 @@ class HiveApp(App[None], inherit_bindings=False):
         )
         self.layout_mode = "default"
         self._stop = asyncio.Event()
-        self._log_offset = 0
+        self.bridge = Bridge(
+            self, office.paths, manager=office.config.office.manager, roster=self.roster
+        )
         self.unread: dict[str, int] = {}
         # What the Inbox tab shows: the person's mail and the manager's needs_human mail.
         self.escalations: dict[str, Message] = {}
@@ -179,15 +181,12 @@ class HiveApp(App[None], inherit_bindings=False):
     async def on_mount(self) -> None:
         office = self.office
         office.listeners.agent.append(self._agent_changed)
-        office.listeners.routed.append(self._mail_routed)
-        office.listeners.hive.append(self._hive_changed)
+        office.listeners.routed.append(self.bridge.routed)
+        office.listeners.hive.append(self.bridge.hive_changed)
         office.supervisor.sinks.append(self._output)
         self._show_layout()
         self._refresh_map()
-        self._load_board()
-        self._load_tasks()
-        self._load_inbox()
-        self._load_log()
+        self.bridge.everything()
         self._office_worker = self.run_worker(
             office.run(self._stop), name="office", exit_on_error=True
         )
@@ -239,92 +238,54 @@ class HiveApp(App[None], inherit_bindings=False):
         pane.border_title = self._title(state.id)
         pane.notice = state.missing
 
-    def _mail_routed(self, sender: str, recipients: list[str]) -> None:
+    @on(MailRouted)
+    def _mail_routed(self, event: MailRouted) -> None:
+        """One envelope per pair of desks a frame: a burst is a flight, not a swarm."""
         office_map = self.query_one(OfficeMap)
-        for recipient in recipients:
-            if sender in self.roster and recipient in self.roster:
-                office_map.send_envelope(sender, recipient)
+        pairs = {
+            (sender, recipient)
+            for sender, recipients in event.routes
+            for recipient in recipients
+            if sender in self.roster and recipient in self.roster
+        }
+        for sender, recipient in sorted(pairs):
+            office_map.send_envelope(sender, recipient)
 
-    def _hive_changed(self, paths: set[Path]) -> None:
-        hive = self.office.paths
-        names = {p.name for p in paths}
-        if hive.board in paths:
-            self._load_board()
-        if hive.tasks in paths:
-            self._load_tasks()
-        if "log.jsonl" in names:
-            self._load_log()
-        inboxes = {owner for p in paths if (owner := _inbox_owner(p))}
-        if inboxes:
-            self._refresh_map()
-        if HUMAN in inboxes or self.office.config.office.manager in inboxes:
-            self._load_inbox()
+    @on(HiveLoaded)
+    def _hive_loaded(self, loaded: HiveLoaded) -> None:
+        if loaded.board is not None:
+            self.query_one(BoardPanel).show(loaded.board)
+        if loaded.ledger is not None:
+            self.query_one(TasksPanel).show(loaded.ledger)
+        if loaded.log:
+            self.query_one(LogPanel).add_formatted(loaded.log)
+        if loaded.inbox is not None:
+            self.escalations = {m.id: m for m in loaded.inbox}
+            self.query_one(InboxPanel).show(loaded.inbox)
+        if loaded.unread:
+            self.unread.update(loaded.unread)
+        office_map = self.query_one(OfficeMap)
+        manager = self.office.config.office.manager
+        changed = set(loaded.unread) | ({manager} if loaded.inbox is not None else set())
+        for agent_id in sorted(changed & set(self.roster)):
+            office_map.update_agent(self.info(self.office.states[agent_id]))
+            self.pane(agent_id).border_title = self._title(agent_id)
 
     def _output(self, agent_id: str, data: bytes) -> None:
         if agent_id in self.roster:
             self.pane(agent_id).feed(data)
 
     def _refresh_map(self) -> None:
-        self.unread = {
-            a: len(message_files(self.office.paths.mailbox(a).inbox)) for a in self.roster
-        }
         self.query_one(OfficeMap).set_agents(
             [self.info(self.office.states[a]) for a in self.roster]
         )
         for agent_id in self.roster:
             self.pane(agent_id).border_title = self._title(agent_id)
 
-    def _load_board(self) -> None:
-        try:
-            text = self.office.paths.board.read_text(encoding="utf-8", errors="replace")
-        except FileNotFoundError:
-            text = ""
-        self.query_one(BoardPanel).show(text)
-
-    def _load_tasks(self) -> None:
-        try:
-            ledger = msgspec.json.decode(self.office.paths.tasks.read_bytes(), type=Ledger)
-        except (FileNotFoundError, msgspec.DecodeError, msgspec.ValidationError):
-            ledger = Ledger()
-        self.query_one(TasksPanel).show(ledger)
-
-    def _load_inbox(self) -> None:
-        manager = self.office.config.office.manager
-        mine = list(iter_inbox(self.office.paths.mailbox(HUMAN)))
-        escalations = [
-            m
-            for m in iter_inbox(self.office.paths.mailbox(manager))
-            if m.needs_human and m.id not in {x.id for x in mine}
-        ]
-        shown = sorted(mine + escalations, key=lambda m: m.id, reverse=True)
-        self.escalations = {m.id: m for m in shown}
-        self.query_one(InboxPanel).show(shown)
-        if manager in self.roster:
-            self.query_one(OfficeMap).update_agent(self.info(self.office.states[manager]))
-
     def _memory_search(self, query: str) -> list[Hit]:
+        """On a thread (the Memory tab's worker): SQLite never runs on the loop."""
         with open_store(self.office.paths) as store:
             return store.search(query, caller=HUMAN, scope="all", limit=MEMORY_RESULTS)
-
-    def _load_log(self) -> None:
-        """Read what was appended to log.jsonl since last time (whole lines only)."""
-        path = self.office.paths.log
-        try:
-            with open(path, "rb") as f:
-                f.seek(self._log_offset)
-                chunk = f.read(LOG_TAIL_CHUNK)
-        except FileNotFoundError:
-            return
-        end = chunk.rfind(b"\n") + 1
-        self._log_offset += end
-        events = []
-        for line in chunk[:end].splitlines():
-            try:
-                events.append(msgspec.json.decode(line, type=LogEvent))
-            except (msgspec.DecodeError, msgspec.ValidationError):
-                continue
-        if events:
-            self.query_one(LogPanel).add(events)
 
     # --- screen -> office -------------------------------------------------------------
 
@@ -348,10 +309,17 @@ class HiveApp(App[None], inherit_bindings=False):
 
         def answered(text: str | None) -> None:
             if text:
-                self.office.answer(message, text)
-                self.notify("Your answer is on its way to the manager.")
+                self.run_worker(self._answer(message, text))
 
         self.push_screen(AnswerScreen(message), answered)
+
+    async def _answer(self, message: Message, text: str) -> None:
+        try:
+            await self.office.answer(message, text)
+        except OSError as exc:
+            self.notify(f"Your answer could not be written: {exc}", severity="error")
+            return
+        self.notify("Your answer is on its way to the manager.")
 
     @on(OfficeMap.AgentSelected)
     def _picked(self, message: OfficeMap.AgentSelected) -> None:
@@ -453,7 +421,15 @@ class HiveApp(App[None], inherit_bindings=False):
     def _send(self, draft: Draft | None) -> None:
         if draft is None:
             return
-        write_draft(self.office.paths.mailbox(HUMAN), draft)
+        self.run_worker(self._send_draft(draft))
+
+    async def _send_draft(self, draft: Draft) -> None:
+        try:
+            # An atomic write ends in an fsync: not on the loop.
+            await asyncio.to_thread(write_draft, self.office.paths.mailbox(HUMAN), draft)
+        except OSError as exc:
+            self.notify(f"Your message could not be written: {exc}", severity="error")
+            return
         kick(self.office.paths, HUMAN)
         self.notify(f"Sent to {draft.to}.")
 
@@ -477,11 +453,3 @@ def textual_key(spec: str) -> str:
     name = _character_to_key(last) if len(last) == 1 else last
     return "+".join([*mods, name])
 
-
-def _inbox_owner(path: Path) -> str | None:
-    """`jim` for .../agents/jim/inbox/... and `human` for .../human/inbox/..."""
-    parts = path.parts
-    if "inbox" not in parts:
-        return None
-    index = parts.index("inbox")
-    return parts[index - 1] if index > 0 else None

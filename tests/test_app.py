@@ -7,17 +7,24 @@ from __future__ import annotations
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from textual.message import Message as TextualMessage
 
+from hive_core import tasks
 from hive_core.hive import init_office
-from hive_core.mail import iter_inbox
+from hive_core.ids import utc_now_iso
+from hive_core.mail import iter_inbox, write_draft
 from hive_core.office import Office
 from hive_core.paths import HivePaths
+from hive_core.schema import Draft
 from hive_tui.app import HiveApp
+from hive_tui.bridge import HiveLoaded, MailRouted
+from hive_tui.panels.inbox import InboxPanel
 from hive_tui.terminal.pane import TerminalPane
 
 # Puts its terminal in raw mode (so every key arrives as the bytes it is), says READY,
@@ -287,4 +294,100 @@ async def test_the_terminals_own_replies_are_not_the_persons_typing(app: HiveApp
         await pilot.press("x")
         await until(pilot, lambda: keys_of(app, "michael").endswith(b"x"), "a key")
         assert app.office.states["michael"].typed_at is not None
+        await pilot.press("ctrl+right_square_bracket", "q")
+
+
+async def test_a_burst_reaches_the_app_once_per_message_and_each_panel_once() -> None:
+    """60 messages routed in one pass: the app hears of each exactly once (the watcher
+    seeing the same inbox files adds nothing), reloads the inbox once, and the routing
+    itself runs on the office's route thread, not on the app's loop."""
+    root = Path(tempfile.mkdtemp(prefix="hive-app-", dir="/tmp"))
+    paths = HivePaths(root / "home")
+    paths.home.mkdir(parents=True)
+    paths.office_toml.write_text(_roster(root))
+    init_office(paths)
+    # No agent CLIs: nothing but the burst routes mail (no nudges, no notices).
+    office = Office(paths, agents=False)
+    scans_on: set[str] = set()
+    scan = office.router.scan
+
+    def recorded_scan(who: str) -> Any:
+        scans_on.add(threading.current_thread().name)
+        return scan(who)
+
+    office.router.scan = recorded_scan  # type: ignore[method-assign]
+    app = HiveApp(office)
+    seen: list[TextualMessage] = []
+    async with app.run_test(size=(160, 48), message_hook=seen.append) as pilot:
+        await until(pilot, lambda: paths.hook_socket.exists(), "the office running")
+        await until(pilot, lambda: any(isinstance(m, HiveLoaded) for m in seen), "first load")
+        # Hold the route thread so that every file is in the outbox when it scans.
+        gate = threading.Event()
+        office._route_thread.submit(gate.wait)
+        burst = 60
+        for n in range(burst):
+            to = "human" if n % 3 == 0 else "michael"
+            write_draft(paths.mailbox("jim"), Draft(to=to, subject=f"burst {n}"))
+        before = len(seen)
+        gate.set()
+        inbox = app.query_one(InboxPanel)
+        await until(pilot, lambda: len(inbox.rows()) == burst // 3, "the person's mail listed")
+        await until(pilot, lambda: app.unread.get("michael") == burst, "michael's count")
+        # The watcher reports in order: once it has seen this board change, it has
+        # reported the burst's files too.
+        paths.board.write_text("# after the burst\n")
+        await until(
+            pilot,
+            lambda: any(
+                isinstance(m, HiveLoaded) and m.board and "after the burst" in m.board
+                for m in seen[before:]
+            ),
+            "the board reloaded",
+        )
+        routed = [m for m in seen[before:] if isinstance(m, MailRouted)]
+        routes = [route for m in routed for route in m.routes]
+        assert len(routes) == burst and {sender for sender, _ in routes} == {"jim"}
+        assert len(routed) == 1, "one pass, one notice"
+        loads = [m for m in seen[before:] if isinstance(m, HiveLoaded)]
+        assert len([m for m in loads if m.inbox is not None]) == 1
+        assert len([m for m in loads if "michael" in m.unread]) == 1
+        assert scans_on and all(name.startswith("route") for name in scans_on), scans_on
+        await pilot.press("ctrl+right_square_bracket", "q")
+
+
+async def test_answering_an_escalation_records_it_on_the_task_and_mails_the_manager() -> None:
+    """The ledger lock and the mail files are worked off the app's loop; the answer
+    still lands on the task and in the manager's inbox, and the question is done."""
+    root = Path(tempfile.mkdtemp(prefix="hive-app-", dir="/tmp"))
+    paths = HivePaths(root / "home")
+    paths.home.mkdir(parents=True)
+    paths.office_toml.write_text(_roster(root))
+    init_office(paths)
+    ledger, task = tasks.add_task(
+        tasks.empty_ledger(), "Pick a vendor", assignable=AGENTS, now=utc_now_iso()
+    )
+    tasks.save_ledger(paths.tasks, ledger)
+    write_draft(
+        paths.mailbox("jim"),
+        Draft(to="human", act="query", subject="Which vendor?", body="A or B?", task=task.id),
+    )
+    app = HiveApp(Office(paths, agents=False))
+    async with app.run_test(size=(160, 48)) as pilot:
+        [question] = await until(pilot, lambda: list(app.escalations.values()), "the question")
+        await pilot.press("ctrl+right_square_bracket", "i")
+        app.query_one("#inbox-table").focus()
+        await pilot.press("enter")
+        await until(pilot, lambda: app.screen.__class__.__name__ == "AnswerScreen", "the form")
+        await pilot.press(*"Vendor B", "ctrl+s")
+        manager = paths.mailbox("michael")
+        answer = await until(
+            pilot,
+            lambda: next((m for m in iter_inbox(manager) if m.sender == "human"), None),
+            "the answer in the manager's inbox",
+        )
+        assert (answer.in_reply_to, answer.task) == (question.id, task.id)
+        assert answer.body == "Vendor B"
+        recorded = tasks.find_task(tasks.load_ledger(paths.tasks), task.id).questions
+        assert [(q.question, q.answer) for q in recorded] == [("Which vendor?: A or B?", "Vendor B")]
+        assert not list(iter_inbox(paths.mailbox("human"))), "the question is done"
         await pilot.press("ctrl+right_square_bracket", "q")

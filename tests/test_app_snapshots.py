@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from hive_core.hive import init_office
+from hive_core.hive import init_office, tighten_modes
 from hive_core.office import Office
 from hive_core.paths import HivePaths
 from hive_core.schema import Ledger, LogEvent, Message, Task, TaskQuestion
@@ -149,6 +149,9 @@ def seed(paths: HivePaths) -> None:
     (paths.mailbox("human").inbox / f"{question.id}.json").write_bytes(
         msgspec.json.encode(question)
     )
+    # As an office leaves its home: otherwise the office's start-up line about tightening
+    # the modes of these hand-made files (with the time of the run) shows in the log.
+    tighten_modes(paths)
 
 
 def make_app(tmp_path: Path) -> HiveApp:

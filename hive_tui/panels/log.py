@@ -180,10 +180,15 @@ class LogPanel(Vertical):
 
     def add(self, events: list[LogEvent]) -> None:
         """Append events (oldest first, as in log.jsonl); they show on top."""
-        if not events:
+        self.add_formatted([(event, log_runs(event)) for event in events])
+
+    def add_formatted(self, formatted: list[tuple[LogEvent, list[Run]]]) -> None:
+        """`add`, with each line already made by `log_runs` (off the loop: a routing
+        burst is thousands of lines)."""
+        if not formatted:
             return
-        for event in events:
-            runs = log_runs(event)
+        events = [event for event, _ in formatted]
+        for event, runs in formatted:
             self._width = max(self._width, sum(cell_len(text) for text, _ in runs))
             self._rows.append(LogRow(self._sequence, event, runs))
             self._sequence += 1

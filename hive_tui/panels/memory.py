@@ -1,12 +1,14 @@
 """The Memory tab: search the office's memory as the person, and open a result's source.
 
-The search itself is hive_core's (`MemoryStore.search`); this widget only asks and shows.
+The search itself is hive_core's (`MemoryStore.search`); this widget only asks (on a
+thread: SQLite never runs on the app's loop) and shows.
 The person searches office knowledge (board, tasks, triage, promoted knowledge, their
 own mail); agents' private memory stays theirs.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
@@ -52,12 +54,15 @@ class MemoryPanel(Vertical):
     @on(Input.Submitted, "#memory-query")
     def run_search(self, event: Input.Submitted) -> None:
         query = event.value.strip()
+        self.query_one(OptionList).clear_options()
+        if query:
+            # A newer query cancels the one before; its late answer is then dropped.
+            self.run_worker(self._search_and_show(query), group="memory-search", exclusive=True)
+
+    async def _search_and_show(self, query: str) -> None:
         results = self.query_one(OptionList)
-        results.clear_options()
-        if not query:
-            return
         try:
-            self._hits = self._search(query)
+            self._hits = await asyncio.to_thread(self._search, query)
         except Exception as exc:  # the index may be rebuilding or unreadable: say so, keep going
             self.query_one("#memory-status", Static).update(f"Search failed: {escape(str(exc))}")
             return

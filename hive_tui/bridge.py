@@ -1,0 +1,216 @@
+"""Office events -> Textual messages, at most one reload per panel per frame.
+
+The office tells its listeners on the app's loop (routing itself runs on the office's
+route thread). The bridge only marks what changed; once a frame it posts one
+`MailRouted` with every message routed since the last frame, and reads what the dirty
+panels show on a thread (one read in flight at a time), then posts one `HiveLoaded`.
+A burst of 2,000 messages therefore costs a handful of reloads, none on the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import msgspec
+from textual.app import App
+from textual.message import Message as TextualMessage
+
+from hive_core.logfile import LogFollower
+from hive_core.mail import load_message, message_files
+from hive_core.paths import HivePaths
+from hive_core.routing.router import RouteStats
+from hive_core.schema import HUMAN, Ledger, LogEvent, Message
+from hive_tui.panels.log import Run, log_runs
+
+# Textual paints at most 60 frames a second; nothing is reloaded more often than that.
+FRAME_S = 1 / 60
+
+Route = tuple[str, tuple[str, ...]]
+
+
+@dataclass
+class MailRouted(TextualMessage):
+    """Messages the router delivered since the last frame, each exactly once."""
+
+    routes: tuple[Route, ...]
+
+
+@dataclass
+class HiveLoaded(TextualMessage):
+    """What the dirty panels show now; None (or empty) for what did not change."""
+
+    board: str | None = None
+    ledger: Ledger | None = None
+    # New log lines, formatted for the Log tab.
+    log: list[tuple[LogEvent, list[Run]]] = field(default_factory=list)
+    # The person's mail and the manager's needs_human mail, newest first.
+    inbox: list[Message] | None = None
+    # Unread counts re-read for these agents only.
+    unread: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class _Dirty:
+    routes: list[Route] = field(default_factory=list)
+    board: bool = False
+    tasks: bool = False
+    log: bool = False
+    inbox: bool = False
+    unread: set[str] = field(default_factory=set)
+
+    def needs_read(self) -> bool:
+        return self.board or self.tasks or self.log or self.inbox or bool(self.unread)
+
+    def __bool__(self) -> bool:
+        return bool(self.routes) or self.needs_read()
+
+
+class Bridge:
+    """Subscribe with `routed`, `hive_changed`; `everything()` asks for a full load."""
+
+    def __init__(self, app: App[None], paths: HivePaths, *, manager: str, roster: list[str]) -> None:
+        self.app = app
+        self.paths = paths
+        self.manager = manager
+        self.roster = roster
+        self._dirty = _Dirty()
+        self._timer: asyncio.TimerHandle | None = None
+        self._reading = False
+        self._reads: set[asyncio.Task[None]] = set()
+        # The live log from its start (rotation bounds it), then what is appended.
+        self._log = LogFollower(paths, from_start=True)
+        # Decoded once per file, by inbox: a reload after a burst reads only the arrivals.
+        self._mail: dict[Path, dict[Path, Message]] = {}
+
+    # --- on the loop: mark, then flush once a frame -------------------------------------
+
+    def everything(self) -> None:
+        d = self._dirty
+        d.board = d.tasks = d.log = d.inbox = True
+        d.unread.update(self.roster)
+        self._schedule()
+
+    def routed(self, stats: RouteStats) -> None:
+        """One routing pass, as the router reported it (recipients and inboxes it wrote)."""
+        d = self._dirty
+        d.routes.extend((sender, tuple(recipients)) for sender, recipients in stats.routes)
+        d.log = True
+        d.unread.update(who for who in stats.inboxes if who in self.roster)
+        if HUMAN in stats.inboxes or self.manager in stats.inboxes:
+            d.inbox = True
+        self._schedule()
+
+    def hive_changed(self, paths: set[Path]) -> None:
+        """What the watcher saw (no routed deliveries: those came with `routed`)."""
+        d = self._dirty
+        p = self.paths
+        d.board |= p.board in paths
+        d.tasks |= p.tasks in paths
+        d.log |= p.log in paths
+        # A reader finished with mail (inbox -> .done): only the path can say whose.
+        owners = {owner for path in paths if (owner := _inbox_owner(p, path))}
+        d.unread.update(owners & set(self.roster))
+        d.inbox |= HUMAN in owners or self.manager in owners
+        if d:
+            self._schedule()
+
+    def _schedule(self) -> None:
+        if self._timer is None and self._dirty:
+            self._timer = asyncio.get_running_loop().call_later(FRAME_S, self._flush)
+
+    def _flush(self) -> None:
+        self._timer = None
+        if self._dirty.routes:
+            self.app.post_message(MailRouted(tuple(self._dirty.routes)))
+            self._dirty.routes = []
+        if self._reading or not self._dirty.needs_read():
+            return  # the read in flight schedules the next flush when it is done
+        dirty, self._dirty = self._dirty, _Dirty()
+        self._reading = True
+        task = asyncio.create_task(self._read(dirty))
+        self._reads.add(task)
+        task.add_done_callback(self._reads.discard)
+
+    async def _read(self, dirty: _Dirty) -> None:
+        try:
+            loaded = await asyncio.to_thread(self._load, dirty)
+        except Exception as exc:  # an unreadable hive must not take the screen down
+            self.app.notify(f"Could not read the hive: {exc!r}", severity="error")
+        else:
+            self.app.post_message(loaded)
+        finally:
+            self._reading = False
+            self._schedule()
+
+    # --- on a thread ----------------------------------------------------------------------
+
+    def _load(self, dirty: _Dirty) -> HiveLoaded:
+        loaded = HiveLoaded()
+        if dirty.board:
+            try:
+                loaded.board = self.paths.board.read_text(encoding="utf-8", errors="replace")
+            except FileNotFoundError:
+                loaded.board = ""
+        if dirty.tasks:
+            try:
+                loaded.ledger = msgspec.json.decode(self.paths.tasks.read_bytes(), type=Ledger)
+            except (FileNotFoundError, msgspec.DecodeError, msgspec.ValidationError):
+                loaded.ledger = Ledger()
+        if dirty.log:
+            loaded.log = [(event, log_runs(event)) for event in self._log_tail()]
+        if dirty.inbox:
+            loaded.inbox = self._inbox()
+        for agent in sorted(dirty.unread):
+            loaded.unread[agent] = len(message_files(self.paths.mailbox(agent).inbox))
+        return loaded
+
+    def _log_tail(self) -> list[LogEvent]:
+        """What was appended to the log since last time (whole lines, across rotations)."""
+        events = []
+        for line in self._log.read():
+            try:
+                events.append(msgspec.json.decode(line, type=LogEvent))
+            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+                continue
+        return events
+
+    def _inbox(self) -> list[Message]:
+        mine = self._messages(self.paths.mailbox(HUMAN).inbox)
+        ids = {m.id for m in mine}
+        escalations = [
+            m
+            for m in self._messages(self.paths.mailbox(self.manager).inbox)
+            if m.needs_human and m.id not in ids
+        ]
+        return sorted(mine + escalations, key=lambda m: m.id, reverse=True)
+
+    def _messages(self, inbox: Path) -> list[Message]:
+        cache = self._mail.setdefault(inbox, {})
+        files = message_files(inbox)
+        for gone in cache.keys() - set(files):
+            del cache[gone]
+        out = []
+        for path in files:
+            if path not in cache:
+                try:
+                    cache[path] = load_message(path)
+                except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+                    continue  # gone (read) or not a message yet: tried again next time
+            out.append(cache[path])
+        return out
+
+
+def _inbox_owner(paths: HivePaths, path: Path) -> str | None:
+    """`jim` for agents/jim/inbox/... and `human` for human/inbox/... (under the hive)."""
+    try:
+        rel = path.relative_to(paths.hive).parts
+    except ValueError:
+        return None
+    if len(rel) >= 4 and rel[0] == "agents" and rel[2] == "inbox":
+        return rel[1]
+    if len(rel) >= 3 and rel[0] == HUMAN and rel[1] == "inbox":
+        return HUMAN
+    return None
+
