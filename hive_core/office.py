@@ -194,8 +194,6 @@ class Office:
             rejected=self.plane.rejected,
             failed=self.plane.failed,
         )
-        # Read every inbox once now, so the first hook or tick does not pay for it.
-        self.plane.inboxes.refresh(list(self.states))
         self.supervisor = Supervisor(
             paths,
             self.config,
@@ -220,9 +218,7 @@ class Office:
             log=self._agent_log,
         )
         self.listeners = Listeners()
-        self.health = HealthBoard(
-            paths.health_file, on_change=lambda p: self._tell(self.listeners.health, p)
-        )
+        self.health = HealthBoard(paths.health_file, on_change=self._health_changed)
         self._kicked: set[str] = set()
         # Routing passes touch the disk in bulk: they run here, one at a time, never on
         # the loop (the app's screen); what they report comes back through the loop.
@@ -467,7 +463,8 @@ class Office:
     # --- start-up -------------------------------------------------------------------
 
     def prepare(self) -> None:
-        """Make sure every mailbox exists and the registry matches the roster."""
+        """Make sure every mailbox exists and the registry matches the roster. Touches
+        the whole home: run it off the loop (run() does, on the route thread)."""
         tightened = tighten_modes(self.paths)
         if tightened:
             self._office_log(
@@ -481,11 +478,18 @@ class Office:
         self.write_registry()
 
     def write_registry(self) -> None:
-        registry = Registry(
+        self._publish_registry(self._registry())
+
+    def _registry(self) -> Registry:
+        """On the loop: the agents' states are the loop's."""
+        return Registry(
             office=self.config.office.name,
             manager=self.config.office.manager,
             agents=[state.entry() for state in self.states.values()],
         )
+
+    def _publish_registry(self, registry: Registry) -> None:
+        """On any thread (one at a time): an atomic write that ends in an fsync."""
         if registry != read_registry(self.paths):
             write_registry(self.paths, registry)
             self.committer.touch(self.paths.registry)
@@ -493,12 +497,10 @@ class Office:
     # --- running --------------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event) -> None:
-        self.health.publish()
-        self.prepare()
-        # Nothing left over from a previous run may keep the office from starting: what
-        # fails here is reported, and the route loop tries again.
-        self._guarded("route", self.router.recover)
-        self._guarded("route", self.router.scan_all)
+        loop = self._loop = asyncio.get_running_loop()
+        # Start-up reads and writes the whole home: on the route thread, so the app's
+        # first frame is not held back by a backlog or a large hive.
+        await loop.run_in_executor(self._route_thread, self._start_up)
         kick = await self._open_kick_socket()
         await self.hooks.start()
         await self.control.start()
@@ -526,7 +528,11 @@ class Office:
                 first: dict[str, str] = {}
                 if manager in self.states and not self.states[manager].spec.send_only:
                     team = [s.entry() for s in self.states.values()]
-                    self.router.post(manager, standup_message(self.paths, self.config, team))
+                    standup = standup_message(self.paths, self.config, team)
+                    # In the inbox before the manager's CLI starts and reads its digest.
+                    await loop.run_in_executor(
+                        self._route_thread, self.router.post, manager, standup
+                    )
                     first[manager] = FIRST_PROMPT
                 await self.supervisor.start_all(first)
             await stop.wait()
@@ -539,13 +545,42 @@ class Office:
             kick.close()
             self.paths.kick_socket.unlink(missing_ok=True)
             await asyncio.gather(*loops, return_exceptions=True)
-            self._guarded("route", self.router.scan_all)
             for state in self.states.values():
                 if state.status not in ("offline", "archived"):
                     state.status = "exited"
-            self.write_registry()
+            await loop.run_in_executor(self._route_thread, self._shut_down, self._registry())
             commit_stop.set()
             await committing
+
+    def _start_up(self) -> None:
+        """On the route thread, before any loop runs. Nothing left over from a previous
+        run may keep the office from starting: what fails is reported, and the route
+        loop tries again."""
+        self.health.publish()
+        self.prepare()
+        self._guarded("route", self.router.recover)
+        self._guarded("route", self.router.scan_all)
+        # Read every inbox once now, so the first hook or tick does not pay for it.
+        self.plane.inboxes.refresh(list(self.states))
+
+    def _shut_down(self, registry: Registry) -> None:
+        """On the route thread, after every loop stopped: route what is left, publish
+        the agents' last states."""
+        self._guarded("route", self.router.scan_all)
+        self._publish_registry(registry)
+
+    def _health_changed(self, problems: list[Problem]) -> None:
+        """From whichever thread found (or cleared) the problem; listeners hear it on
+        the loop."""
+        loop = self._loop
+        try:
+            here: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            here = None
+        if loop is None or loop.is_closed() or here is loop:
+            self._tell(self.listeners.health, problems)
+        else:
+            loop.call_soon_threadsafe(self._tell, self.listeners.health, problems)
 
     async def _supervised(
         self, name: str, body: Callable[[], Awaitable[None]], stop: asyncio.Event
@@ -623,7 +658,7 @@ class Office:
         while not stop.is_set():
             await self._registry_dirty.wait()
             self._registry_dirty.clear()
-            self.write_registry()
+            await asyncio.to_thread(self._publish_registry, self._registry())
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), REGISTRY_INTERVAL_S)
 

@@ -23,6 +23,7 @@ from textual.keys import _character_to_key
 from textual.widgets import Static, TabbedContent, TabPane
 
 from hive_core.agents.state import AgentState
+from hive_core.health import Problem
 from hive_core.kick import kick
 from hive_core.mail import write_draft
 from hive_core.memory import Hit, open_store
@@ -102,6 +103,7 @@ class HiveApp(App[None], inherit_bindings=False):
     TerminalPane:focus { border: round $accent; }
     #side { width: 44; border-left: solid $panel; }
     #keys { height: 1; background: $panel; color: $text-muted; }
+    #health { height: 1; background: $error; color: $text; display: none; }
     #demo { height: 1; background: $warning; color: $background; text-style: bold; }
     .zoom #map, .zoom #side { display: none; }
     .grid #map { display: none; }
@@ -130,6 +132,8 @@ class HiveApp(App[None], inherit_bindings=False):
         )
         self.layout_mode = "default"
         self._stop = asyncio.Event()
+        # What the office says is wrong with it, by component (hive_core/health.py).
+        self._problems: dict[str, str] = {}
         self.bridge = Bridge(
             self, office.paths, manager=office.config.office.manager, roster=self.roster
         )
@@ -167,6 +171,7 @@ class HiveApp(App[None], inherit_bindings=False):
                     yield InboxPanel(id="inbox")
                 with TabPane("Memory", id="tab-memory"):
                     yield MemoryPanel(self._memory_search, self.office.paths.hive, id="memory")
+        yield Static("", id="health")
         yield Static(self._keys_line(), id="keys")
 
     def _reserved_keys(self) -> set[str]:
@@ -183,6 +188,7 @@ class HiveApp(App[None], inherit_bindings=False):
         office.listeners.agent.append(self._agent_changed)
         office.listeners.routed.append(self.bridge.routed)
         office.listeners.hive.append(self.bridge.hive_changed)
+        office.listeners.health.append(self._health_changed)
         office.supervisor.sinks.append(self._output)
         self._show_layout()
         self._refresh_map()
@@ -206,7 +212,7 @@ class HiveApp(App[None], inherit_bindings=False):
         """Stop the agents, route what is left, make the last commit, then leave."""
         # The screen is going away: the office's shutdown must not call into it.
         listeners = self.office.listeners
-        for group in (listeners.agent, listeners.routed, listeners.hive):
+        for group in (listeners.agent, listeners.routed, listeners.hive, listeners.health):
             group.clear()
         self.office.supervisor.sinks.clear()
         self._stop.set()
@@ -214,6 +220,24 @@ class HiveApp(App[None], inherit_bindings=False):
         self.exit()
 
     # --- office -> screen -------------------------------------------------------------
+
+    def _health_changed(self, problems: list[Problem]) -> None:
+        """What stops the office doing its job (routing, commits, a loop) stays on screen
+        until it clears; each new problem also pops up once."""
+        now = {p.component: p.detail for p in problems}
+        for component, detail in now.items():
+            if self._problems.get(component) != detail:
+                self.notify(detail, title=f"office: {component}", severity="error", timeout=10)
+        for component in self._problems.keys() - now.keys():
+            self.notify(f"{component} is working again", title="office", timeout=5)
+        self._problems = now
+        line = self.query_one("#health", Static)
+        line.update(
+            " ⚠ "
+            + " · ".join(f"{c}: {d}" for c, d in now.items())
+            + "  (hive-office doctor; hive log)"
+        )
+        line.display = bool(now)
 
     def info(self, state: AgentState) -> AgentInfo:
         return AgentInfo(

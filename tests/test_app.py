@@ -391,3 +391,25 @@ async def test_answering_an_escalation_records_it_on_the_task_and_mails_the_mana
         assert [(q.question, q.answer) for q in recorded] == [("Which vendor?: A or B?", "Vendor B")]
         assert not list(iter_inbox(paths.mailbox("human"))), "the question is done"
         await pilot.press("ctrl+right_square_bracket", "q")
+
+
+async def test_a_problem_of_the_office_stays_on_screen_until_it_is_repaired(app: HiveApp) -> None:
+    """A deleted branch stops the office's commits: the screen says so (not only the log)
+    and the line goes once the branch is back and a commit goes through."""
+    paths = app.office.paths
+    git = ["git", "-C", str(paths.hive)]
+    branch = paths.hive / ".git" / "refs" / "heads" / "main"
+    async with app.run_test(size=(160, 48)) as pilot:
+        line = app.query_one("#health")
+        await until(pilot, branch.exists, "the office's first commit", timeout=30)
+        assert not line.display, "no problem, no line"
+        tip = branch.read_text().strip()
+        branch.unlink()
+        paths.board.write_text("# changed while the branch is gone\n")
+        await until(pilot, lambda: line.display, "the problem shown", timeout=30)
+        assert "commit" in str(line.render()) and "refs/heads/main" in str(line.render())
+        subprocess.run([*git, "update-ref", "refs/heads/main", tip], check=True)
+        await until(pilot, lambda: not line.display, "the problem cleared", timeout=90)
+        await app.action_quit()
+    log = subprocess.run([*git, "log", "--format=%s"], capture_output=True, text=True).stdout
+    assert "board" in log
