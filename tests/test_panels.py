@@ -131,6 +131,14 @@ def posted_of(posted: list[TextualMessage], kind: type[M]) -> list[M]:
     return list(unique.values())
 
 
+async def settled(pilot: Pilot[None], done: Callable[[], bool], what: str) -> None:
+    """Scrolling may be animated: wait for it to arrive (a loaded machine is slow)."""
+    deadline = asyncio.get_running_loop().time() + 10
+    while not done():
+        assert asyncio.get_running_loop().time() < deadline, f"never got {what}"
+        await pilot.pause(0.02)
+
+
 def screen_lines(panel: BoardPanel) -> list[str]:
     return [panel.render_line(y).text.rstrip() for y in range(panel.size.height)]
 
@@ -227,12 +235,10 @@ def test_board_renders_2000_lines_and_scrolls_to_the_end():
         assert board.row_count > 2000  # long lines wrapped
         assert screen_lines(board)[0] == "Scranton: plan of record"
         await pilot.press("end")
-        await pilot.pause()
-        assert board.scroll_y == board.max_scroll_y > 0
+        await settled(pilot, lambda: board.scroll_y == board.max_scroll_y > 0, "at the end")
         assert "END OF BOARD" in screen_lines(board)
         await pilot.press("pageup", "up", "home")
-        await pilot.pause()
-        assert board.scroll_y == 0
+        await settled(pilot, lambda: board.scroll_y == 0, "back at the top")
 
     run_panel(board, scenario)
 

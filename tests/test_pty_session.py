@@ -275,8 +275,10 @@ def test_terminate_ends_the_process_group_once_and_idempotently(tmp_path: Path) 
         await asyncio.gather(s.terminate(), s.terminate())
         await s.terminate()
         assert survivors(procs) == set()
-        # Killed by the first signal, the SIGHUP a closing terminal would send.
-        assert pane.exits == [(None, signal.SIGHUP)]
+        # Ended once, by the polite signals a closing terminal sends, not the SIGKILL
+        # that follows the grace. (The SIGTERM sent right after the SIGHUP may reach
+        # bash while it runs its own SIGHUP handler: which of the two ends it is a race.)
+        assert pane.exits in ([(None, signal.SIGHUP)], [(None, signal.SIGTERM)])
         assert not s.alive
         s.write(b"into a dead terminal\n")  # dropped, not an error
         s.resize(10, 10)
