@@ -209,11 +209,10 @@ def test_block_cap_releases_the_agent(start_floor: Callable[..., Floor]) -> None
     assert "fyi 3" in texts_of(feedbacks[-1]), "mail that arrived mid-chain is in the next digest"
     wait_for(lambda: floor.registry()["jim"]["status"] == "idle", "jim idle")
     time.sleep(3)
-    # Released means released: no more blocks, and no nudge for mail it was already told about.
-    assert (
-        len([r for r in floor.models["jim"].main_requests if "Stop hook feedback" in texts_of(r)])
-        == cap
-    )
+    # Released means released: no more blocks, and no nudge for mail it was already told
+    # about. Counted from the office's own record: on a loaded machine the CLI may retry
+    # a slow request, which the model would see twice.
+    assert len([e for e in floor.log("jim") if "kept working" in e["detail"]]) == cap
     assert not any("nudged" in e["detail"] for e in floor.log("jim"))
 
 
