@@ -10,10 +10,16 @@ from typing import Any
 
 import pytest
 import pytest_textual_snapshot
+from hypothesis import settings
 
 from hive_core.hive import init_office
 from hive_core.office import Office
 from hive_core.paths import HivePaths
+
+# No property test has a time limit: these machines are shared, and a slow example on a
+# loaded one is not a failure (speed is measured by bench/, never asserted).
+settings.register_profile("hive", deadline=None)
+settings.load_profile("hive")
 
 
 @pytest.fixture

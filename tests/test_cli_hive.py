@@ -802,6 +802,9 @@ def test_subprocess_log_follow(office_home: HivePaths) -> None:
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        # As from a terminal: a suite started in the background (`pytest &`) inherits an
+        # ignored SIGINT, and Python then never turns Ctrl+C into KeyboardInterrupt.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         assert proc.stdout is not None
