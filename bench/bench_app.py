@@ -39,7 +39,11 @@ def make_home(root: Path) -> Path:
 
 
 def spawn(argv: list[str]) -> ptyprocess.PtyProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HIVE_", "TMUX"))}
+    # A person's Python keeps its compiled modules (pip writes them, an editable install
+    # on first run); a sandbox's PYTHONDONTWRITEBYTECODE would have every launch compile
+    # the app's sources again, a cost no person pays.
+    skip = ("HIVE_", "TMUX", "PYTHONDONTWRITEBYTECODE")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(skip)}
     env["TERM"] = "xterm-256color"
     return ptyprocess.PtyProcess.spawn(argv, env=env, dimensions=(48, 160))
 

@@ -51,13 +51,18 @@ def write_draft(box: Mailbox, draft: Draft) -> Path:
     return path
 
 
-def message_files(folder: Path) -> list[Path]:
-    """Message files in a folder, oldest first (ids sort by time)."""
+def message_names(folder: Path) -> list[str]:
+    """Names of the message files in a folder, oldest first (ids sort by time)."""
     try:
         names = os.listdir(folder)
     except FileNotFoundError:
         return []
-    return [folder / n for n in sorted(names) if n.endswith(".json") and not is_temp_name(n)]
+    return [n for n in sorted(names) if n.endswith(".json") and not is_temp_name(n)]
+
+
+def message_files(folder: Path) -> list[Path]:
+    """Message files in a folder, oldest first (ids sort by time)."""
+    return [folder / n for n in message_names(folder)]
 
 
 class BadMessage(msgspec.DecodeError):

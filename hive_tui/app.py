@@ -11,6 +11,7 @@ default) and alt+1..9; after the prefix, one key is a command.
 from __future__ import annotations
 
 import asyncio
+import gc
 import signal
 from typing import ClassVar
 
@@ -201,6 +202,16 @@ class HiveApp(App[None], inherit_bindings=False):
             signal.SIGTERM, lambda: self.run_worker(self.action_quit())
         )
         self.call_after_refresh(self.focus_agent, self.focused_agent)
+        # What start-up built (modules, widgets, the office: ~80k objects) lives as long as
+        # the app: frozen, the cyclic collector leaves it alone. Otherwise each full
+        # collection, run by whichever thread allocates (a routing burst's workers), walks
+        # all of it holding the GIL: 100-250 ms without a frame (bench/bench_ui_stall.py).
+        self.call_after_refresh(gc.freeze)
+
+    def on_unmount(self) -> None:
+        """Started and ended with the app, so a process that runs the app again (the
+        tests) gets the first one's objects collected."""
+        gc.unfreeze()
 
     def on_resize(self) -> None:
         """Small terminals (80x24 over SSH) keep most of the height for the pane."""
@@ -476,4 +487,3 @@ def textual_key(spec: str) -> str:
     *mods, last = spec.strip().lower().split("+") if spec.strip() != "+" else ["+"]
     name = _character_to_key(last) if len(last) == 1 else last
     return "+".join([*mods, name])
-

@@ -18,7 +18,7 @@ from textual.app import App
 from textual.message import Message as TextualMessage
 
 from hive_core.logfile import LogFollower
-from hive_core.mail import load_message, message_files
+from hive_core.mail import load_message, message_names
 from hive_core.paths import HivePaths
 from hive_core.routing.router import RouteStats
 from hive_core.schema import HUMAN, Ledger, LogEvent, Message
@@ -70,7 +70,9 @@ class _Dirty:
 class Bridge:
     """Subscribe with `routed`, `hive_changed`; `everything()` asks for a full load."""
 
-    def __init__(self, app: App[None], paths: HivePaths, *, manager: str, roster: list[str]) -> None:
+    def __init__(
+        self, app: App[None], paths: HivePaths, *, manager: str, roster: list[str]
+    ) -> None:
         self.app = app
         self.paths = paths
         self.manager = manager
@@ -81,8 +83,9 @@ class Bridge:
         self._reads: set[asyncio.Task[None]] = set()
         # The live log from its start (rotation bounds it), then what is appended.
         self._log = LogFollower(paths, from_start=True)
-        # Decoded once per file, by inbox: a reload after a burst reads only the arrivals.
-        self._mail: dict[Path, dict[Path, Message]] = {}
+        # Decoded once per file, by inbox and name: a reload after a burst reads only the
+        # arrivals, and builds no Path for the thousands already known.
+        self._mail: dict[Path, dict[str, Message]] = {}
 
     # --- on the loop: mark, then flush once a frame -------------------------------------
 
@@ -163,7 +166,7 @@ class Bridge:
         if dirty.inbox:
             loaded.inbox = self._inbox()
         for agent in sorted(dirty.unread):
-            loaded.unread[agent] = len(message_files(self.paths.mailbox(agent).inbox))
+            loaded.unread[agent] = len(message_names(self.paths.mailbox(agent).inbox))
         return loaded
 
     def _log_tail(self) -> list[LogEvent]:
@@ -188,17 +191,18 @@ class Bridge:
 
     def _messages(self, inbox: Path) -> list[Message]:
         cache = self._mail.setdefault(inbox, {})
-        files = message_files(inbox)
-        for gone in cache.keys() - set(files):
+        names = message_names(inbox)
+        for gone in cache.keys() - set(names):
             del cache[gone]
         out = []
-        for path in files:
-            if path not in cache:
+        for name in names:
+            message = cache.get(name)
+            if message is None:
                 try:
-                    cache[path] = load_message(path)
+                    message = cache[name] = load_message(inbox / name)
                 except (OSError, msgspec.DecodeError, msgspec.ValidationError):
                     continue  # gone (read) or not a message yet: tried again next time
-            out.append(cache[path])
+            out.append(message)
         return out
 
 
@@ -213,4 +217,3 @@ def _inbox_owner(paths: HivePaths, path: Path) -> str | None:
     if len(rel) >= 3 and rel[0] == HUMAN and rel[1] == "inbox":
         return HUMAN
     return None
-

@@ -21,7 +21,7 @@ from __future__ import annotations
 import enum
 from typing import Any, Literal, NamedTuple, Protocol
 
-from pyghostty import ffi, lib
+from hive_tui.terminal.ghostty_abi import ffi, lib
 
 Color = int | tuple[int, int, int] | None
 """None (the terminal's default), a 0-255 palette index, or 24-bit (r, g, b)."""
