@@ -30,6 +30,11 @@ class UnsafeFile(Exception):
 def read_regular(path: Path, max_bytes: int) -> bytes:
     """The bytes of a regular file, never through a symlink at its last component, never
     blocking on a FIFO, never more than `max_bytes`. FileNotFoundError if it is missing."""
+    return read_regular_stat(path, max_bytes)[0]
+
+
+def read_regular_stat(path: Path, max_bytes: int) -> tuple[bytes, os.stat_result]:
+    """read_regular, with the status of the very file that was read (its descriptor's)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
@@ -44,15 +49,21 @@ def read_regular(path: Path, max_bytes: int) -> bytes:
             raise UnsafeFile(f"it is {st.st_size} bytes, over the limit of {max_bytes}.")
         chunks = []
         left = max_bytes + 1
-        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
+        # Asking for one byte more than the file holds: a short read is its end, so a
+        # small file takes one read, not a second one to find the end.
+        want = st.st_size + 1
+        while left > 0 and (chunk := os.read(fd, min(left, want))):
             chunks.append(chunk)
             left -= len(chunk)
+            if len(chunk) < want:
+                break
+            want = 1 << 20
     finally:
         os.close(fd)
     data = b"".join(chunks)
     if len(data) > max_bytes:
         raise UnsafeFile(f"it is over the limit of {max_bytes} bytes.")
-    return data
+    return data, st
 
 
 def ensure_dir(path: Path) -> Path | None:

@@ -31,6 +31,7 @@ from hive_core.config import load_office
 from hive_core.control import ControlServer
 from hive_core.events.plane import EventPlane
 from hive_core.events.server import HookServer
+from hive_core.fsio import TEMP_PREFIX
 from hive_core.health import HealthBoard, Problem
 from hive_core.hive import ensure_mailbox, read_registry, tighten_modes, write_registry
 from hive_core.ids import created_at_of, new_message_id, utc_now_iso
@@ -751,7 +752,13 @@ class Office:
         git_dir = str(hive / ".git")
 
         def interesting(_change: Change, path: str) -> bool:
-            return not path.startswith(git_dir)
+            # Claims (gitignored) and temp files (never committed, never memory) concern
+            # no one but their writer, and are half the events of a routing burst.
+            return not (
+                path.startswith(git_dir)
+                or "/outbox/.routing/" in path
+                or os.path.basename(path).startswith(TEMP_PREFIX)
+            )
 
         async for changes in awatch(
             hive,

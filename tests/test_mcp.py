@@ -301,6 +301,9 @@ def test_a_claude_agent_uses_the_tools_without_a_prompt(office_home: HivePaths) 
         env = claude_environment(
             base_url=model.base_url, api_key=API_KEY, config_dir=config_dir, base=launch.env
         )
+        # Print mode connects MCP servers in the background by default, so on a loaded
+        # machine the first turn can start before `hive mcp` is up ("No such tool").
+        env["MCP_CONNECTION_NONBLOCKING"] = "false"
         options = [a for a in launch.argv[1:] if a.startswith("--mcp-config=")]
         settings = launch.argv[launch.argv.index("--settings") + 1]
         done = subprocess.run(

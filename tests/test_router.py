@@ -339,6 +339,31 @@ def test_reply_chain_past_hop_cap_goes_to_manager(office: HivePaths) -> None:
     assert log_events(office)[-1].kind == "loop"
 
 
+def test_a_claim_rewritten_after_it_was_read_is_routed_as_rewritten(office: HivePaths) -> None:
+    """The router reads a file once, when it claims it, and routes from that read only
+    while the claim is still the same file, unchanged; an agent that rewrites it in
+    place in between gets its new text routed (and a file left alone, its only read)."""
+
+    class RewritingRouter(Router):
+        def _claim(self, who, path, stats):  # type: ignore[no-untyped-def]
+            work = super()._claim(who, path, stats)
+            if work is not None and work.source_name.startswith("rewritten"):
+                with open(work.claim, "r+b") as f:
+                    f.truncate()
+                    f.write(msgspec.json.encode(Draft(to="michael", body="second, longer")))
+            return work
+
+    router = RewritingRouter(
+        office, Floor.from_config(load_office(office.office_toml)), fsync=False
+    )
+    put_raw(office, "jim", "rewritten.json", b'{"to": "michael", "body": "first"}', age=0)
+    put_raw(office, "jim", "kept.json", b'{"to": "pam", "body": "kept"}', age=0)
+    router.scan_all()
+
+    assert [m.body for m in inbox(office, "michael")] == ["second, longer"]
+    assert [m.body for m in inbox(office, "pam")] == ["kept"]
+
+
 # --- idempotence -----------------------------------------------------------------------
 
 

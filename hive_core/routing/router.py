@@ -41,7 +41,6 @@ import contextlib
 import errno
 import os
 import re
-import secrets
 import stat
 import threading
 import time
@@ -62,8 +61,10 @@ from hive_core.fsio import (
     is_disk_full,
     is_temp_name,
     read_regular,
+    read_regular_stat,
     read_tail,
     sync_filesystem,
+    write_all,
 )
 from hive_core.hive import mailbox_folders
 from hive_core.ids import is_message_id, new_message_id, utc_now_iso
@@ -104,6 +105,9 @@ WRITE_GRACE_S = 2.0
 LOG_TAIL_BYTES = 1 << 20
 # Claims handled per batch: bounds how long one pass holds the loop.
 BATCH_MAX = 256
+# A file up to this size keeps the draft read when it was claimed (a batch holds at
+# most BATCH_MAX of them); a larger one is read again when it is routed.
+KEEP_READ_MAX = 16 << 10
 # How much of an outbox file's name its claim keeps: with the id (28 bytes) and the
 # separator, well within the 255 bytes a name may have, whatever the original's length.
 CLAIM_NAME_BYTES = 160
@@ -210,6 +214,9 @@ class _Work:
     msg_id: str
     source_name: str
     recovered: bool
+    # The draft read when the file was claimed, and the identity of the file it came
+    # from (_identity): routed from these if the claim is still that file.
+    read: tuple[Draft, tuple[int, int, int, int]] | None = None
     outcome: RoutePlan | Rejection | None = None
     # The messages of the outcome, and the bytes each is written from, by message id.
     messages: list[Message] = field(default_factory=list)
@@ -236,6 +243,8 @@ class Router:
         self.hops = HopIndex(paths.threads)
         # Mailboxes whose folders this pass already checked.
         self._checked: set[str] = set()
+        # Unguessable temp-file names, drawn from one urandom call for many files.
+        self._tokens: list[str] = []
 
     # --- entry points ---------------------------------------------------------------
 
@@ -426,11 +435,11 @@ class Router:
 
     def _claim(self, who: str, path: Path, stats: RouteStats) -> _Work | None:
         try:
-            st = os.lstat(path)
+            ready, read = self._ready(path)
         except FileNotFoundError:
             self.deferred.discard(path)
             return None
-        if not self._ready(path, st):
+        if not ready:
             self.deferred.add(path)
             stats.deferred += 1
             return None
@@ -441,7 +450,9 @@ class Router:
         except FileNotFoundError:
             return None
         stats.touched.add(path)
-        return self._work(who, claim, recovered=False)
+        work = self._work(who, claim, recovered=False)
+        work.read = read
+        return work
 
     def _reclaim(self, who: str, claim: Path) -> _Work:
         """A claim left in .routing. One whose name the router did not make (an agent can
@@ -460,24 +471,23 @@ class Router:
             who=who, claim=claim, msg_id=msg_id, source_name=source_name, recovered=recovered
         )
 
-    def _ready(self, path: Path, st: os.stat_result) -> bool:
-        """False while a file that does not parse may still be being written (or a name
-        that is not *.json may still be renamed). A modification time in the future says
-        nothing about that and counts as old."""
-        age = time.time() - st.st_mtime
-        if not 0 <= age < WRITE_GRACE_S:
-            return True
+    def _ready(self, path: Path) -> tuple[bool, tuple[Draft, tuple[int, int, int, int]] | None]:
+        """Whether to claim the file now: not while a file that does not parse may still
+        be being written (or a name that is not *.json may still be renamed). A small
+        file that parses comes with its draft and identity, so it is read once. Whatever
+        cannot be read is claimed: its rejection says why, and waiting changes nothing."""
         if stray_reason(path.name) is not None:
-            return False
-        if not stat.S_ISREG(st.st_mode):
-            return True
-        if st.st_size > 0 and check_size(st.st_size) is not None:
-            return True  # oversize: no amount of waiting helps
+            return not _young(os.lstat(path)), None
         try:
-            raw = read_regular(path, MESSAGE_FILE_MAX)
+            raw, st = read_regular_stat(path, MESSAGE_FILE_MAX)
+        except FileNotFoundError:
+            raise
         except (OSError, UnsafeFile):
-            return True
-        return not isinstance(parse_draft(raw), Rejection)
+            return True, None
+        draft = parse_draft(raw)
+        if isinstance(draft, Rejection):
+            return not _young(st), None
+        return True, ((draft, _identity(st)) if st.st_size <= KEEP_READ_MAX else None)
 
     # --- a batch of claims ----------------------------------------------------------
 
@@ -557,6 +567,8 @@ class Router:
         too_big = check_size(st.st_size)
         if too_big:
             return too_big
+        if work.read is not None and work.read[1] == _identity(st):
+            return self._plan(work.who, work.msg_id, work.read[0])
         try:
             raw = read_regular(claim, MESSAGE_FILE_MAX)
         except UnsafeFile as e:
@@ -604,34 +616,52 @@ class Router:
         """Each distinct message of the outcome, once, beside the claim."""
         work.messages = self._messages(work)
         for message in work.messages:
-            temp = work.claim.parent / f"{TEMP_PREFIX}{secrets.token_hex(4)}-{message.id}.json"
+            temp = work.claim.parent / f"{TEMP_PREFIX}{self._token()}-{message.id}.json"
             work.files[message.id] = temp
-            with open(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE), "wb") as f:
-                f.write(_encode(message))
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE)
+            try:
+                write_all(fd, _encode(message))
+            finally:
+                os.close(fd)
+
+    def _token(self) -> str:
+        if not self._tokens:
+            pool = os.urandom(4 * 512).hex()
+            self._tokens = [pool[i : i + 8] for i in range(0, len(pool), 8)]
+        return self._tokens.pop()
 
     def _place(self, work: _Work, stats: RouteStats) -> None:
         outcome = work.outcome
         if isinstance(outcome, Rejection):
-            self._deliver(work.who, work.files[f"{work.msg_id}-bad"], f"{work.msg_id}-bad", stats)
+            bad = f"{work.msg_id}-bad"
+            self._deliver(work.who, work.files[bad], bad, stats, fresh=not work.recovered)
             return
         assert outcome is not None
         for delivery in outcome.deliveries:
             self._deliver(
-                delivery.recipient, work.files[delivery.message.id], delivery.message.id, stats
+                delivery.recipient,
+                work.files[delivery.message.id],
+                delivery.message.id,
+                stats,
+                fresh=not work.recovered,
             )
         if outcome.triage is not None:
             target = self.paths.triage / f"{outcome.triage.id}.json"
             if _link(work.files[outcome.triage.id], target):
                 stats.touched.add(target)
 
-    def _deliver(self, recipient: str, source: Path, msg_id: str, stats: RouteStats) -> None:
+    def _deliver(
+        self, recipient: str, source: Path, msg_id: str, stats: RouteStats, *, fresh: bool
+    ) -> None:
+        """`fresh`: the id was made by this claim, so no copy can be anywhere yet; a
+        recovered claim may have been delivered, and even read, before the crash."""
         self._check_box(recipient, stats)
         box = self.paths.mailbox(recipient)
         name = f"{msg_id}.json"
         target = box.inbox / name
         # Order matters: a reader moves inbox -> .done, never back, so checking the inbox
         # first and .done second cannot miss a copy that is moving between them.
-        if os.path.lexists(target) or os.path.lexists(box.done / name):
+        if not fresh and (os.path.lexists(target) or os.path.lexists(box.done / name)):
             return
         if _link(source, target):
             stats.touched.add(target)
@@ -700,6 +730,16 @@ class Router:
             stats.touched.add(self.paths.log)
             if self.on_change:
                 self.on_change(stats)
+
+
+def _young(st: os.stat_result) -> bool:
+    """Modified within WRITE_GRACE_S; a time in the future says nothing and counts as old."""
+    return 0 <= time.time() - st.st_mtime < WRITE_GRACE_S
+
+
+def _identity(st: os.stat_result) -> tuple[int, int, int, int]:
+    """Which file, in which state: a rename keeps all four, a write changes the last."""
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def _is_disk_error(exc: BaseException) -> bool:
