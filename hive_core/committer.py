@@ -415,6 +415,7 @@ class Committer:
         log there); `on_problem(detail)` is called once per new reason commits fail and
         `on_ok()` when they work again, both on run()'s loop; `gc_every` None: no gc."""
         self._root = repo_path.absolute()
+        self._root_str = os.path.normpath(self._root)
         self._repo, self._index = _load_index(_open(self._root))
         # The branch as this committer last saw it: a move by someone else is refused.
         self._head = _tip(self._repo)
@@ -435,7 +436,12 @@ class Committer:
         self._committing = threading.Lock()
 
     def _relative(self, path: Path | str) -> str:
-        p = Path(os.path.normpath(path))
+        # A burst is thousands of absolute paths under the root: plain string work.
+        plain = os.path.normpath(path)
+        root = self._root_str
+        if plain.startswith(root) and plain[len(root) : len(root) + 1] in ("", "/"):
+            return plain[len(root) + 1 :]
+        p = Path(plain)
         if p.is_absolute():
             try:
                 p = p.relative_to(self._root)

@@ -15,6 +15,8 @@ import hmac
 import os
 import socket
 import sys
+import threading
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,6 +65,12 @@ SWEEP_INTERVAL_S = 10.0
 # immediate, so this only bounds hand-written files and costs no idle CPU worth noting.
 WATCH_DEBOUNCE_MS = 50
 WATCH_STEP_MS = 50
+# A path the router reported stands for the watcher's `added` of it this long (the
+# watcher lags a busy burst by a second or two). Past it, or past this many paths (files
+# the watcher never saw), it is forgotten: the watcher then tells the committer and
+# memory again, which is harmless.
+REPORTED_FOR_S = 10.0
+REPORTED_MAX = 50_000
 # Bracketed paste: the CLI takes the text as one paste, not as keystrokes.
 PASTE_START, PASTE_END = b"\x1b[200~", b"\x1b[201~"
 # An Enter in the same read as the paste would be taken as part of the paste.
@@ -227,6 +235,11 @@ class Office:
             max_workers=1, thread_name_prefix="route"
         )
         self._loop: asyncio.AbstractEventLoop | None = None
+        # The reports of the route pass under way (route thread only), see _route_pass.
+        self._gathered: list[RouteStats] | None = None
+        # What the router wrote and reported (as the watcher spells paths), see _sort_changes.
+        self._reported: dict[str, float] = {}
+        self._reported_lock = threading.Lock()
         self._recover_marks: dict[str, int] = {}
         self._wake = asyncio.Event()
         self._registry_dirty = asyncio.Event()
@@ -701,15 +714,22 @@ class Office:
                 next_sweep = loop.time() + SWEEP_INTERVAL_S
 
     def _route_pass(self, kicked: set[str], sweep: bool) -> None:
-        """On the route thread."""
-        for who in sorted(kicked):
-            self.router.scan(who)
-        for owner in {_owner(self.paths, p) for p in list(self.router.deferred)}:
-            if owner:
-                self.router.scan(owner)
-        if sweep:
-            self.router.finish_claims()
-            self.router.scan_all()
+        """On the route thread. The reports of its scans are gathered, so the unread
+        index reads the inboxes they filled once for the whole pass (_deliver)."""
+        gathered: list[RouteStats] = []
+        self._gathered = gathered
+        try:
+            for who in sorted(kicked):
+                self.router.scan(who)
+            for owner in {_owner(self.paths, p) for p in list(self.router.deferred)}:
+                if owner:
+                    self.router.scan(owner)
+            if sweep:
+                self.router.finish_claims()
+                self.router.scan_all()
+        finally:
+            self._gathered = None
+            self._deliver(gathered)
 
     def _request_scan(self, who: str) -> None:
         self._kicked.add(who)
@@ -782,18 +802,40 @@ class Office:
         """Outboxes with new files, every changed path (told to the committer here), and
         what of it the hive listeners get: not the router's own work (outboxes, claims,
         archives, deliveries into inboxes), which it reports itself with recipients. Only
-        readers take files out of an inbox, and that the listeners must still hear of."""
+        readers take files out of an inbox, and that the listeners must still hear of.
+
+        A file the router created and reported is already with the committer and memory:
+        its `added` is left out (plain string work, half the events of a burst). Anything
+        else that happens to it afterwards is a change of its own and is told."""
+        prefix = os.path.join(self.paths.hive, "")
+        since = time.monotonic() - REPORTED_FOR_S
+        with self._reported_lock:
+            reported = self._reported
+            fresh = [
+                (change, raw)
+                for change, raw in changes
+                if not (change == Change.added and reported.pop(raw, 0.0) > since)
+            ]
+            for _, raw in changes:
+                reported.pop(raw, None)
         outboxes: set[str] = set()
         touched: set[Path] = set()
         news: set[Path] = set()
-        for change, raw in changes:
+        for change, raw in fresh:
             path = Path(raw)
             touched.add(path)
-            owner = _owner(self.paths, path)
+            parts = raw[len(prefix) :].split("/") if raw.startswith(prefix) else []
+            parent = parts[-2] if len(parts) >= 2 else None
+            if len(parts) >= 3 and parts[0] == "agents" and parts[2] == "outbox":
+                owner: str | None = parts[1]
+            elif len(parts) >= 2 and parts[0] == HUMAN and parts[1] == "outbox":
+                owner = HUMAN
+            else:
+                owner = None
             if owner is not None:
-                if change != Change.deleted and path.parent.name == "outbox":
+                if change != Change.deleted and parent == "outbox":
                     outboxes.add(owner)
-            elif not (change == Change.added and path.parent.name == "inbox"):
+            elif not (change == Change.added and parent == "inbox"):
                 news.add(path)
         self.committer.touch(*touched)
         return outboxes, touched, news
@@ -824,10 +866,28 @@ class Office:
         if loop is None or loop.is_closed() or here is loop:
             self._apply_routed(stats)  # on the loop, or no loop runs the office
             return
-        # Read the new mail into the unread index here: the wake tick that follows (and
-        # every hook) asks for it on the loop.
-        self.plane.inboxes.refresh(sorted(stats.inboxes & self.states.keys()))
-        loop.call_soon_threadsafe(self._apply_routed, stats)
+        now = time.monotonic()
+        with self._reported_lock:
+            if len(self._reported) > REPORTED_MAX:
+                self._reported.clear()
+            self._reported.update((str(path), now) for path in stats.touched)
+        if self._gathered is not None:
+            self._gathered.append(stats)  # delivered at the end of the route pass
+        else:
+            self._deliver([stats])
+
+    def _deliver(self, reports: list[RouteStats]) -> None:
+        """On the route thread: hand reports to the loop. The new mail is read into the
+        unread index first: the wake tick that follows (and every hook) asks for it there."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            for stats in reports:
+                self._apply_routed(stats)  # no loop runs the office any more
+            return
+        inboxes: set[str] = set().union(*(stats.inboxes for stats in reports))
+        self.plane.inboxes.refresh(sorted(inboxes & self.states.keys()))
+        for stats in reports:
+            loop.call_soon_threadsafe(self._apply_routed, stats)
 
     def _apply_routed(self, stats: RouteStats) -> None:
         self.memory.changed(stats.touched)

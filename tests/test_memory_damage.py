@@ -254,6 +254,22 @@ def test_a_symlink_in_place_of_a_mail_copy_is_not_read(office_home: HivePaths) -
     assert changes.upserts == [] and "leads out of agents/jim" in changes.refused[0]
 
 
+def test_one_batch_reads_each_folder_where_it_really_is(office_home: HivePaths) -> None:
+    """The watcher's batch resolves each folder once: a symlinked folder in the same batch
+    as plain ones is still refused, and the plain ones are still read."""
+    pam_notes = pam_has_a_secret(office_home)
+    note(office_home, "jim", "the zeppelin cache is warmed at boot")
+    jim_notes = office_home.mailbox("jim").notes
+    dwight_memory = office_home.mailbox("dwight").root / "memory"
+    dwight_memory.parent.mkdir(parents=True, exist_ok=True)
+    if dwight_memory.exists():
+        shutil.rmtree(dwight_memory)
+    dwight_memory.symlink_to(pam_notes.parent)
+    changes = entries_for(office_home, [pam_notes, dwight_memory / "notes.md", jim_notes])
+    assert sorted({e.owner for e in changes.upserts}) == ["jim", "pam"]
+    assert len(changes.refused) == 1 and "leads out of agents/dwight" in changes.refused[0]
+
+
 # --- scopes inside the full-text match, and common-word queries ---------------------------
 
 

@@ -30,6 +30,7 @@ memory shows in another's search.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -101,12 +102,27 @@ def owner_folder(rel: PurePosixPath) -> PurePosixPath:
     return rel
 
 
-def confined(hive: Path, rel: PurePosixPath) -> Path:
-    """The real path of hive/`rel`, if it stays inside its owner's folder; OutsideOwner
-    if a symlink on the way leads out (a symlinked owner folder included)."""
-    base = Path(os.path.realpath(hive)) / owner_folder(rel)
-    real = Path(os.path.realpath(hive / rel))
-    if real != base and base not in real.parents:
+@functools.lru_cache(maxsize=8)
+def _real_root(hive: str) -> str:
+    # Asked for every file of a burst. If the hive's own real path changed since, every
+    # real path lands outside the cached one and is refused: this errs towards not reading.
+    return os.path.realpath(hive)
+
+
+def _confined(hive: Path, rel: PurePosixPath, folders: dict[str, str] | None = None) -> str:
+    """`folders` keeps real paths of folders for one batch: a burst is thousands of files
+    in a few folders, and realpath walks every component of every path it is given."""
+    root = os.fspath(hive)
+    base = f"{_real_root(root)}/{owner_folder(rel)}"
+    path = f"{root}/{rel}"
+    if folders is None or os.path.islink(path):
+        real = os.path.realpath(path)
+    else:
+        folder, name = os.path.split(path)
+        if (real_folder := folders.get(folder)) is None:
+            real_folder = folders[folder] = os.path.realpath(folder)
+        real = f"{real_folder}/{name}"
+    if real != base and not real.startswith(base + "/"):
         raise OutsideOwner(
             f"{rel} leads out of {owner_folder(rel)} (to {real}) through a symlink; "
             "it is not read. Replace the symlink with the file itself."
@@ -114,10 +130,18 @@ def confined(hive: Path, rel: PurePosixPath) -> Path:
     return real
 
 
-def read_confined(hive: Path, rel: PurePosixPath) -> tuple[bytes, float]:
+def confined(hive: Path, rel: PurePosixPath) -> Path:
+    """The real path of hive/`rel`, if it stays inside its owner's folder; OutsideOwner
+    if a symlink on the way leads out (a symlinked owner folder included)."""
+    return Path(_confined(hive, rel))
+
+
+def read_confined(
+    hive: Path, rel: PurePosixPath, folders: dict[str, str] | None = None
+) -> tuple[bytes, float]:
     """(content, mtime) of a source file read without following a symlink out of its
     owner's folder. OSError if it is not a regular file (a FIFO is never waited on)."""
-    real = confined(hive, rel)
+    real = _confined(hive, rel, folders)
     fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     with os.fdopen(fd, "rb") as f:
         st = os.fstat(fd)
@@ -329,8 +353,10 @@ def _promoted_entry(data: bytes, rel: str) -> Entry:
     )
 
 
-def _read(hive: Path, rel: str, found: Located) -> list[Entry]:
-    data, mtime = read_confined(hive, PurePosixPath(rel))
+def _read(
+    hive: Path, rel: str, pure: PurePosixPath, found: Located, folders: dict[str, str]
+) -> list[Entry]:
+    data, mtime = read_confined(hive, pure, folders)
     kind, owner = found
     if kind == "task":
         return _task_entries(data, rel)
@@ -352,17 +378,19 @@ def entries_for(paths: HivePaths, changed: Iterable[Path]) -> Changes:
     upserts: list[Entry] = []
     deletions: set[str] = set()
     refused: list[str] = []
+    folders: dict[str, str] = {}
     for path in changed:
         try:
             rel = hive_relative(paths.hive, path)
         except ValueError:
             continue  # outside the hive
-        found = locate(PurePosixPath(rel))
+        pure = PurePosixPath(rel)
+        found = locate(pure)
         if found is None:
             continue
         deletions.add(rel)
         try:
-            upserts.extend(_read(paths.hive, rel, found))
+            upserts.extend(_read(paths.hive, rel, pure, found, folders))
         except OutsideOwner as e:
             refused.append(str(e))
         except (OSError, msgspec.DecodeError, RecursionError):
