@@ -36,17 +36,16 @@ from hive_core.events.server import HookServer
 from hive_core.fsio import TEMP_PREFIX
 from hive_core.health import HealthBoard, Problem
 from hive_core.hive import ensure_mailbox, read_registry, tighten_modes, write_registry
-from hive_core.ids import created_at_of, new_message_id, utc_now_iso
+from hive_core.ids import new_message_id, utc_now_iso
 from hive_core.logfile import rotate_if_due
 from hive_core.mail import find_message, mark_done, write_draft
 from hive_core.memory.keeper import MemoryKeeper
 from hive_core.paths import HivePaths
-from hive_core.routing.decide import Floor
+from hive_core.routing.decide import Floor, router_notice
 from hive_core.routing.router import WRITE_GRACE_S, DiskFull, Router, RouteStats
 from hive_core.schema import (
     BODY_MAX,
     HUMAN,
-    ROUTER,
     SUBJECT_MAX,
     ControlReply,
     ControlRequest,
@@ -285,20 +284,8 @@ class Office:
     def _tell_manager(self, agent_id: str, text: str) -> None:
         manager = self.config.office.manager
         notice_id = f"{new_message_id()}-hookless"
-        self._post(
-            manager,
-            Message(
-                id=notice_id,
-                conversation=notice_id,
-                in_reply_to=None,
-                sender=ROUTER,
-                to=manager,
-                act="inform",
-                subject=f"{agent_id} cannot read its mail by itself"[:SUBJECT_MAX],
-                body=text,
-                created_at=created_at_of(notice_id),
-            ),
-        )
+        subject = f"{agent_id} cannot read its mail by itself"
+        self._post(manager, router_notice(notice_id, manager, subject, text))
 
     def _mail_title(self, agent_id: str, text: str | None) -> None:
         state = self.states[agent_id]

@@ -339,22 +339,31 @@ def stray_reason(name: str) -> str | None:
     )
 
 
+def router_notice(notice_id: str, to: str, subject: str, body: str) -> Message:
+    """A message the office itself sends, starting a thread of its own; its text is
+    normalised like any that reaches an agent."""
+    return Message(
+        id=notice_id,
+        conversation=notice_id,
+        in_reply_to=None,
+        sender=ROUTER,
+        to=to,
+        act="inform",
+        subject=clean_line(subject)[:SUBJECT_MAX],
+        body=clean_text(body),
+        created_at=created_at_of(notice_id),
+    )
+
+
 def rejection_notice(msg_id: str, sender: str, source_name: str, reason: str) -> Message:
     """Told to the sender of a quarantined file."""
     name = display_name(source_name)
-    return Message(
-        id=f"{msg_id}-bad",
-        conversation=f"{msg_id}-bad",
-        in_reply_to=None,
-        sender=ROUTER,
-        to=sender,
-        act="inform",
-        subject=f"Not delivered: outbox/{name}"[:SUBJECT_MAX],
-        body=clean_text(
-            f"Your outbox file {name} was not delivered and was moved to "
-            f"outbox/.bad/{msg_id}.json: {reason}"
-        ),
-        created_at=created_at_of(msg_id),
+    return router_notice(
+        f"{msg_id}-bad",
+        sender,
+        f"Not delivered: outbox/{name}",
+        f"Your outbox file {name} was not delivered and was moved to "
+        f"outbox/.bad/{msg_id}.json: {reason}",
     )
 
 
@@ -372,21 +381,14 @@ def rejection_log(msg_id: str, sender: str, source_name: str, reason: str) -> Lo
 
 def moved_notice(msg_id: str, owner: str, folder: str, aside: str) -> Message:
     """Told to an agent whose mailbox folder was replaced by something else."""
-    return Message(
-        id=msg_id,
-        conversation=msg_id,
-        in_reply_to=None,
-        sender=ROUTER,
-        to=owner,
-        act="inform",
-        subject=clean_line(f"Your {folder} was not a folder; it was moved aside")[:SUBJECT_MAX],
-        body=clean_text(
-            f"{folder} in your folder was replaced by something that is not a folder (a "
-            f"file or a symbolic link). The office keeps that folder for mail, so it moved "
-            f"what was there to {aside} (nothing was deleted) and made the folder again. "
-            "Leave inbox/, outbox/ and their dot-folders to the office."
-        ),
-        created_at=created_at_of(msg_id),
+    return router_notice(
+        msg_id,
+        owner,
+        f"Your {folder} was not a folder; it was moved aside",
+        f"{folder} in your folder was replaced by something that is not a folder (a "
+        f"file or a symbolic link). The office keeps that folder for mail, so it moved "
+        f"what was there to {aside} (nothing was deleted) and made the folder again. "
+        "Leave inbox/, outbox/ and their dot-folders to the office.",
     )
 
 
