@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 from hive_core.schema import HUMAN
 
@@ -118,6 +118,104 @@ class HivePaths(NamedTuple):
         """The folder of an agent, or of the person (`human`)."""
         root = self.hive / HUMAN if who == HUMAN else self.agents_dir / who
         return Mailbox(root)
+
+    def locate(self, path: str | os.PathLike[str]) -> Place | None:
+        """What `path` is in this office and whose (pure: no file is touched, no link
+        followed). The inverse of the properties above: a caller that must know whether
+        a path is an inbox, a settings file or the board asks here, never re-derives it
+        from path parts. `path` is normalised lexically; a relative path is taken
+        against the home. None for a path outside the home."""
+        raw = Path(os.path.normpath(self.home / path))
+        try:
+            rel = raw.relative_to(self.home).parts
+        except ValueError:
+            return None
+        if not rel:
+            return Place("home", None)
+        top, rest = rel[0], rel[1:]
+        if top != "hive":
+            kind = _HOME_KINDS.get(top, "home_other")
+            return Place(kind, None)
+        if not rest:
+            return Place("hive", None)
+        if rest[0] in _HIVE_FILES:
+            return Place(_HIVE_FILES[rest[0]], None)
+        if rest[0] == HUMAN:
+            return Place(_mailbox_kind(rest[1:]), HUMAN)
+        if rest[0] == "agents":
+            if len(rest) == 1:
+                return Place("agents", None)
+            return Place(_mailbox_kind(rest[2:]), rest[1])
+        return Place("hive_other", None)
+
+
+# fmt: off
+PlaceKind = Literal[
+    # home level
+    "home", "office_toml", "run", "agent_settings", "memory_db", "home_other",
+    # hive level (shared, the office's or the manager's)
+    "hive", "git", "gitignore", "protocol", "manager_policy", "registry", "board",
+    "tasks", "log", "log_segment", "triage", "promoted", "agents", "hive_other",
+    # inside a mailbox (owner = the agent, or `human`)
+    "mailbox", "identity", "memory", "memory_dir", "cursor", "inbox", "done",
+    "outbox", "routing", "sent", "bad", "mailbox_other",
+]
+# fmt: on
+
+
+class Place(NamedTuple):
+    """What a path is (`kind`) and whose folder holds it (`owner`: an agent id, `human`,
+    or None for the office's own files)."""
+
+    kind: PlaceKind
+    owner: str | None
+
+
+_HOME_KINDS: dict[str, PlaceKind] = {
+    "office.toml": "office_toml",
+    "run": "run",
+    "agent-settings": "agent_settings",
+    "memory.db": "memory_db",
+    "memory.db-wal": "memory_db",
+    "memory.db-shm": "memory_db",
+}
+
+_HIVE_FILES: dict[str, PlaceKind] = {
+    ".git": "git",
+    ".gitignore": "gitignore",
+    "PROTOCOL.md": "protocol",
+    "MANAGER.md": "manager_policy",
+    "registry.json": "registry",
+    "board.md": "board",
+    "tasks.json": "tasks",
+    "log.jsonl": "log",
+    "log": "log_segment",
+    "triage": "triage",
+    "promoted": "promoted",
+}
+
+
+_OUTBOX_KINDS: dict[str, PlaceKind] = {".routing": "routing", ".sent": "sent", ".bad": "bad"}
+
+
+def _mailbox_kind(rest: tuple[str, ...]) -> PlaceKind:
+    """The kind of a path inside a mailbox, from the parts below its root."""
+    if not rest:
+        return "mailbox"
+    head = rest[0]
+    if head == "identity.md" and len(rest) == 1:
+        return "identity"
+    if head == "memory.md" and len(rest) == 1:
+        return "memory"
+    if head == "memory":
+        return "memory_dir"
+    if head == "cursor.json" and len(rest) == 1:
+        return "cursor"
+    if head == "inbox":
+        return "done" if len(rest) > 1 and rest[1] == ".done" else "inbox"
+    if head == "outbox":
+        return _OUTBOX_KINDS.get(rest[1], "outbox") if len(rest) > 1 else "outbox"
+    return "mailbox_other"
 
 
 class Mailbox(NamedTuple):

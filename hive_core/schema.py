@@ -250,7 +250,20 @@ class HookReply(msgspec.Struct, kw_only=True):
 
 # --- the control socket (`hive-office type/pause/resume` <-> a running office) ----------
 
-ControlCommand = Literal["type", "pause", "resume", "halt", "archive", "spawn", "status", "whoami"]
+# The person's actions (hive_core/actions.py says what each does), and `whoami`, an
+# agent's proof of its identity.
+ControlCommand = Literal[
+    "type",
+    "pause",
+    "resume",
+    "halt",
+    "archive",
+    "spawn",
+    "answer",
+    "escalations",
+    "status",
+    "whoami",
+]
 
 
 class ControlRequest(msgspec.Struct, kw_only=True):
@@ -258,6 +271,8 @@ class ControlRequest(msgspec.Struct, kw_only=True):
     agent: str | None = None
     text: str = ""
     enter: bool = True
+    # answer: the id of the message in the person's inbox being answered.
+    message: str | None = None
     # whoami: the secret the caller's environment holds (HIVE_SECRET).
     secret: str | None = None
 
