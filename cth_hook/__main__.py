@@ -21,9 +21,11 @@ import os
 import sys
 import time
 
-# Write and Edit events carry whole file contents and PostToolUse carries tool output,
-# so the bound is generous; an event past it is dropped (fail open), not truncated.
-MAX_EVENT_BYTES = 4 << 20
+# The office's own bound on a frame (hive_core.schema.HOOK_FRAME_MAX; tests pin the two
+# together). Measured on the frame as sent, envelope and escapes included, so anything
+# the shim sends the office reads; a bigger one is dropped here (fail open), never cut.
+# Write and Edit events carry whole files and PostToolUse tool output: it is generous.
+MAX_FRAME_BYTES = 4 << 20
 MAX_REPLY_BYTES = 4 << 20
 DEFAULT_TIMEOUT = 2.0
 MAX_TIMEOUT = 60.0
@@ -59,7 +61,7 @@ def _read_stdin(deadline: float) -> bytes:
         if not chunk:
             return b"".join(chunks)
         size += len(chunk)
-        if size > MAX_EVENT_BYTES:
+        if size > MAX_FRAME_BYTES:
             raise ValueError("event too large")
         chunks.append(chunk)
 
@@ -96,6 +98,8 @@ def _relay(deadline: float) -> int:
     frame = json.dumps(
         {"agent": agent, "secret": secret, "event": event}, ensure_ascii=False
     ).encode("utf-8", "surrogatepass")
+    if len(frame) > MAX_FRAME_BYTES:
+        return 0
     reply = json.loads(_exchange(path, frame + b"\n", deadline))
     if not isinstance(reply, dict):
         return 0

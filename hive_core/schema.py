@@ -233,6 +233,8 @@ def json_depth(raw: bytes) -> int:
 # cth_hook itself is standard-library only and builds these by hand; these Structs are
 # the office's side of the same contract.
 
+# One frame's bytes, newline excluded. cth_hook (standard library only) repeats the
+# number as MAX_FRAME_BYTES; tests/test_cth_hook.py pins the two together.
 HOOK_FRAME_MAX = 4 << 20
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -17,6 +18,8 @@ from pathlib import Path
 import pytest
 
 import cth_hook.__main__ as shim
+from hive_core.events.server import HookServer
+from hive_core.schema import HOOK_FRAME_MAX, HookReply
 
 SHIM_FILE = Path(shim.__file__)
 STOP_EVENT = {"session_id": "s-1", "hook_event_name": "Stop", "stop_hook_active": False}
@@ -257,7 +260,7 @@ def test_deeply_nested_stdin_fails_open(serve) -> None:
 
 def test_oversize_stdin_is_dropped(serve) -> None:
     server = serve(reply_json(2, stdout="should not be seen"))
-    huge = event_bytes({"blob": "x" * (shim.MAX_EVENT_BYTES + 1)})
+    huge = event_bytes({"blob": "x" * (shim.MAX_FRAME_BYTES + 1)})
     proc, _ = run_shim(server.path, huge)
     assert_silent_success(proc)
     assert server.lines == []
@@ -317,3 +320,65 @@ def test_stdin_that_never_closes_is_cut_off(serve) -> None:
 def test_bad_timeout_setting_falls_back_to_default(value: str, monkeypatch) -> None:
     monkeypatch.setenv("HIVE_HOOK_TIMEOUT", value)
     assert shim._timeout() == shim.DEFAULT_TIMEOUT
+
+
+# --- the shim's bound is the office's bound ----------------------------------------------
+
+
+def test_shim_frame_limit_is_the_offices() -> None:
+    assert shim.MAX_FRAME_BYTES == HOOK_FRAME_MAX
+
+
+def _event_whose_frame_is(size: int) -> bytes:
+    """A Stop event whose frame, as the shim builds it for jim/s3cret, is `size` bytes.
+    The blob is control characters, which JSON escapes to six bytes each: the frame is
+    measured as sent, not as read."""
+
+    def frame(event: dict) -> bytes:
+        return json.dumps({"agent": "jim", "secret": "s3cret", "event": event}).encode()
+
+    escaped, plain = divmod(size - len(frame({**STOP_EVENT, "blob": ""})), 6)
+    event = {**STOP_EVENT, "blob": "\x01" * escaped + "x" * plain}
+    assert len(frame(event)) == size
+    return json.dumps(event).encode()
+
+
+class OfficeHookServer:
+    """The office's real HookServer on its own loop in a thread."""
+
+    def __init__(self, path: Path) -> None:
+        self.handled = 0
+        self.refusals: list[str] = []
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, daemon=True).start()
+
+        async def handle(agent: str, event: dict[str, object]) -> HookReply:
+            self.handled += 1
+            return HookReply(exit=2, stderr="the office saw it")
+
+        self.server = HookServer(
+            path,
+            secret_of=lambda agent: "s3cret" if agent == "jim" else None,
+            handle=handle,
+            rejected=lambda agent, why: self.refusals.append(why),
+            failed=lambda agent, exc: self.refusals.append(repr(exc)),
+        )
+        asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(10)
+
+    def close(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+
+def test_a_frame_at_the_limit_is_answered_one_byte_over_never_sent(sock_dir: Path) -> None:
+    office = OfficeHookServer(sock_dir / "hook.sock")
+    try:
+        at_limit, _ = run_shim(str(office.server.path), _event_whose_frame_is(HOOK_FRAME_MAX))
+        assert (at_limit.returncode, at_limit.stderr) == (2, b"the office saw it")
+        assert (office.handled, office.refusals) == (1, [])
+
+        over, _ = run_shim(str(office.server.path), _event_whose_frame_is(HOOK_FRAME_MAX + 1))
+        assert_silent_success(over)
+        assert (office.handled, office.refusals) == (1, [])
+    finally:
+        office.close()
