@@ -11,6 +11,7 @@ from rich.cells import cell_len
 from textual.app import App, ComposeResult
 from textual.message import Message
 
+from hive_core.events.decide import decide
 from hive_tui.map.floor import (
     FloorPlan,
     Place,
@@ -23,6 +24,7 @@ from hive_tui.map.floor import (
 )
 from hive_tui.map.widget import OfficeMap
 from hive_tui.messages import AgentInfo
+from tests.test_hook_decide import MICHAEL, OFFICE, tool
 
 NAMES = [
     "Michael", "Alice", "Bob", "Carol", "Dave", "Erin", "Frank", "Grace",
@@ -120,7 +122,8 @@ def test_too_small_falls_back_to_one_line_per_agent() -> None:
         ("working", "LS", Station(Place.LIBRARY, "reading")),
         ("working", "WebFetch", Station(Place.LIBRARY, "browsing")),
         ("working", "WebSearch", Station(Place.LIBRARY, "browsing")),
-        ("working", "hive board edit", Station(Place.BOARD, "board")),
+        ("working", "hive board", Station(Place.BOARD, "board")),
+        ("working", "hive task", Station(Place.BOARD, "board")),
         ("working", "TodoWrite", Station(Place.DESK, "thinking")),
         ("working", None, Station(Place.DESK, "thinking")),
         ("idle", "Edit", Station(Place.KITCHEN, "idle")),
@@ -131,6 +134,22 @@ def test_too_small_falls_back_to_one_line_per_agent() -> None:
 )
 def test_station_for(status: str, tool: str | None, station: Station) -> None:
     assert station_for(AgentInfo("x", "X", "eng", status=status, last_tool=tool)) == station
+
+
+@pytest.mark.parametrize(
+    ("command", "place"),
+    [
+        ("hive board edit --file plan.md", Place.BOARD),
+        ("  hive   task add 'ship it'", Place.BOARD),
+        ("hive send --to jim --act inform --subject x --body y", Place.DESK),
+        ("echo hive board", Place.DESK),
+    ],
+)
+def test_a_board_or_ledger_command_walks_to_the_conference_room(command: str, place: Place) -> None:
+    """Through the real decision: what the hook records is what the map reads."""
+    outcome = decide(tool("Bash", command=command), MICHAEL, [], OFFICE)
+    info = AgentInfo("michael", "Michael", "Manager", status="working", last_tool=outcome.last_tool)
+    assert station_for(info).place is place
 
 
 def test_station_for_manager_and_missing_cli() -> None:
@@ -325,6 +344,7 @@ async def test_envelope_travels_and_its_timer_stops() -> None:
 
 
 # -- snapshot -----------------------------------------------------------------------------
+
 
 def test_office_snapshot(snapshots_in_repo: None, snap_compare: Any) -> None:
     agents = [

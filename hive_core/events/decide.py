@@ -3,7 +3,7 @@
 `decide()` takes the event (already mapped onto Claude's names by the provider), what
 the office knows of the agent, its unread mail and a few office facts, and returns the
 decision for the CLI plus the agent's new status. No disk, no socket, no clock: the
-hook server (server.py) gathers the inputs and applies the outcome.
+event plane (plane.py) gathers the inputs and applies the outcome.
 """
 
 from __future__ import annotations
@@ -132,14 +132,14 @@ def decide(
             return Outcome(
                 HookDecision(deny=reason),
                 status="working",
-                last_tool=event.tool_name,
+                last_tool=tool_activity(event),
                 stop_blocks=agent.stop_blocks,
                 note=f"denied {summary}: {reason}",
             )
         return Outcome(
             HookDecision(),
             status="working",
-            last_tool=event.tool_name,
+            last_tool=tool_activity(event),
             stop_blocks=agent.stop_blocks,
             note=summary,
         )
@@ -149,7 +149,7 @@ def decide(
         return Outcome(
             HookDecision(context=digest(urgent) if urgent else None),
             status="working",
-            last_tool=event.tool_name,
+            last_tool=tool_activity(event),
             stop_blocks=agent.stop_blocks,
             announce=frozenset(m.id for m in urgent),
         )
@@ -361,6 +361,22 @@ def _bash_refusal(
 
 def _inside(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
+
+
+# A Bash call that is one of these `hive` verbs is recorded as the verb itself, so the
+# map can send the avatar to the conference room, where the board and the ledger hang.
+BOARD_VERBS = ("hive board", "hive task")
+
+
+def tool_activity(event: CanonicalEvent) -> str | None:
+    """What the agent is doing, for its `last_tool`: the tool's name, or a board verb."""
+    if event.tool_name == "Bash":
+        command = event.tool_input.get("command")
+        if isinstance(command, str):
+            words = " ".join(command.split()[:2])
+            if words in BOARD_VERBS:
+                return words
+    return event.tool_name
 
 
 def tool_summary(event: CanonicalEvent) -> str:

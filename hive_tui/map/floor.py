@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal
 
+from hive_core.events.decide import BOARD_VERBS
 from hive_tui.messages import AgentInfo
 
 Point = tuple[int, int]
@@ -120,9 +121,8 @@ WEB_TOOLS = frozenset({"WebFetch", "WebSearch"})
 def station_for(info: AgentInfo) -> Station:
     """Map status and last tool to a station.
 
-    The bridge only knows tool names, so a `hive board` / `hive task` call arrives as
-    "Bash" unless it reports the command itself as `last_tool` ("hive board ..."), which
-    sends the avatar to the conference room.
+    A `hive board` / `hive task` call is recorded as that verb (events.decide's
+    tool_activity), which sends the avatar to the conference room.
 
     The manager works like everyone else but is never sent to the kitchen: when idle it
     stays in its office, where the person looks for it first.
@@ -144,7 +144,7 @@ def station_for(info: AgentInfo) -> Station:
         return Station(Place.LIBRARY, "reading")
     if tool in WEB_TOOLS:
         return Station(Place.LIBRARY, "browsing")
-    if tool.startswith(("hive board", "hive task")):
+    if tool in BOARD_VERBS:
         return Station(Place.BOARD, "board")
     return Station(Place.DESK, "thinking")
 
