@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import Literal, NamedTuple
 
-from hive_core.schema import ControlCommand
+import msgspec
+
+from hive_core.schema import ControlCommand, Message
 
 Target = Literal["agent", "message", "office"]
 
@@ -84,6 +86,13 @@ ACTIONS: tuple[PersonAction, ...] = (
         label="start",
     ),
     PersonAction(
+        "hire",
+        "office",
+        "Hire AGENT: a new agent joins the running office at once (written to office.toml, "
+        "checked as office.toml is) and the manager is told.",
+        "{agent} is hired and starting; the manager was told.",
+    ),
+    PersonAction(
         "answer",
         "message",
         "Answer MESSAGE, an escalation in your inbox: the answer goes to the manager and "
@@ -98,6 +107,13 @@ ACTIONS: tuple[PersonAction, ...] = (
         reads_only=True,
     ),
     PersonAction(
+        "why",
+        "agent",
+        "Why AGENT is shown as it is: its state, one sentence of why, and the evidence.",
+        "",
+        reads_only=True,
+    ),
+    PersonAction(
         "status",
         "office",
         "The registry of the running office: every agent and its state, as JSON.",
@@ -107,3 +123,26 @@ ACTIONS: tuple[PersonAction, ...] = (
 )
 
 BY_NAME: dict[str, PersonAction] = {action.name: action for action in ACTIONS}
+
+
+class Escalation(msgspec.Struct, kw_only=True):
+    """One item of the `escalations` reply (a JSON list of these): what waits for the
+    person, enough to pick one and `answer` it."""
+
+    id: str
+    sender: str = msgspec.field(name="from")
+    subject: str
+    task: str | None
+    needs_human: bool
+    created: str
+
+    @classmethod
+    def of(cls, message: Message) -> Escalation:
+        return cls(
+            id=message.id,
+            sender=message.sender,
+            subject=message.subject,
+            task=message.task,
+            needs_human=message.needs_human,
+            created=message.created_at,
+        )

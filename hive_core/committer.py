@@ -8,6 +8,7 @@ nobody reported), so a commit costs what changed, not the size of the hive.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import shutil
@@ -22,6 +23,7 @@ from pathlib import Path
 import pygit2
 
 from hive_core.fsio import TEMP_PREFIX, atomic_write
+from hive_core.paths import HivePaths
 
 log = logging.getLogger(__name__)
 
@@ -106,12 +108,23 @@ def _summarize_notes(notes: Sequence[Note]) -> str:
     return "; ".join(parts)
 
 
+# The layout below the hive, wherever the hive is: commit messages name hive-relative paths.
+_LAYOUT = HivePaths(Path("/"))
+_HIVE = os.fspath(_LAYOUT.hive)
+
+
 def _path_group(path: str) -> str:
-    """agents/<id>/... -> agents/<id>; other folders -> their top folder; top files -> name."""
-    head, _, rest = path.partition("/")
-    if head == "agents" and "/" in rest:
-        return f"agents/{rest.split('/', 1)[0]}"
-    return head
+    """A path in a mailbox -> that mailbox's folder; other folders -> their top folder;
+    top files -> their name."""
+    place = _LAYOUT.locate(f"{_HIVE}/{path}")
+    if place is not None and place.owner is not None:
+        return _mailbox_group(place.owner)
+    return path.partition("/")[0]
+
+
+@functools.lru_cache(maxsize=1024)
+def _mailbox_group(owner: str) -> str:
+    return _LAYOUT.mailbox(owner).root.relative_to(_LAYOUT.hive).as_posix()
 
 
 def _summarize_paths(paths: Sequence[str]) -> str:
@@ -571,7 +584,9 @@ class Committer:
             pass
         prefix = f"{rel}/" if rel else ""
         names = set(os.listdir(self._root / rel))
-        names |= {e.path[len(prefix) :].split("/", 1)[0] for e in index if e.path.startswith(prefix)}
+        names |= {
+            e.path[len(prefix) :].split("/", 1)[0] for e in index if e.path.startswith(prefix)
+        }
         for name in sorted(names):
             self._stage(index, f"{prefix}{name}")
 

@@ -72,7 +72,7 @@ def ensure_mailbox(paths: HivePaths, who: str) -> list[tuple[Path, Path]]:
 
 def mailbox_folders(box: Mailbox, *, memory: bool = False) -> list[Path]:
     """The folders of a mailbox, each after the folder that holds it."""
-    return [box.root, *box.dirs(), *([box.root / "memory"] if memory else [])]
+    return [box.root, *box.dirs(), *([box.memory_dir] if memory else [])]
 
 
 def registry_from_roster(config: OfficeConfig, previous: Registry | None = None) -> Registry:
@@ -95,6 +95,9 @@ def registry_from_roster(config: OfficeConfig, previous: Registry | None = None)
             entry.session_id = old.session_id
             entry.last_tool = old.last_tool
             entry.last_seen = old.last_seen
+            entry.pid = old.pid
+            if not spec.archived:  # the explained state (hive_core/status.py)
+                entry.state, entry.why, entry.evidence = old.state, old.why, old.evidence
         entries.append(entry)
     return Registry(office=config.office.name, manager=config.office.manager, agents=entries)
 
@@ -203,10 +206,13 @@ def init_office(paths: HivePaths) -> list[str]:
     paths.hive.mkdir(exist_ok=True)
     from hive_core.committer import ensure_repo
 
-    note(paths.hive / ".git", ensure_repo(paths.hive))
+    note(paths.git_dir, ensure_repo(paths.hive))
     note(paths.gitignore, write_if_missing(paths.gitignore, GITIGNORE.encode()))
     note(paths.protocol, write_if_missing(paths.protocol, template("PROTOCOL.md").encode()))
-    note(paths.manager_policy, write_if_missing(paths.manager_policy, template("MANAGER.md").encode()))
+    note(
+        paths.manager_policy,
+        write_if_missing(paths.manager_policy, template("MANAGER.md").encode()),
+    )
     note(paths.board, write_if_missing(paths.board, BOARD.encode()))
     note(
         paths.tasks,

@@ -15,7 +15,8 @@ import msgspec
 
 from hive_core.config import agent
 from hive_core.fsio import UnsafeFile, atomic_write, ensure_dir, is_temp_name, read_regular
-from hive_core.paths import Mailbox
+from hive_core.kick import kick
+from hive_core.paths import HivePaths, Mailbox
 from hive_core.schema import (
     BODY_MAX,
     JSON_DEPTH_MAX,
@@ -185,7 +186,15 @@ def check_recipient(config: OfficeConfig, sender: str, to: str) -> str | None:
 
 
 def check_draft(draft: Draft) -> str | None:
-    """What makes a draft undeliverable (limits, encoding), as a sentence; None if fine."""
+    """What makes a draft undeliverable (empty, limits, encoding), as a sentence; None
+    if fine. Every sender (the CLI, MCP, the app, the person's answers) asks this, so each
+    rule is said one way."""
+    if not draft.body.strip():
+        # A reply's subject is made for it ("Re: ..."), so it says nothing by itself.
+        if draft.in_reply_to is not None:
+            return "the reply is empty: give it a body."
+        if not draft.subject.strip():
+            return "the message is empty: give it a body, or at least a subject."
     if len(draft.subject) > SUBJECT_MAX:
         return (
             f"the subject is {len(draft.subject)} characters; the limit is {SUBJECT_MAX}. "
@@ -205,6 +214,26 @@ def check_draft(draft: Draft) -> str | None:
             "Shorten it or point to a file instead of pasting it."
         )
     return None
+
+
+def draft_problem(config: OfficeConfig, sender: str, draft: Draft) -> str | None:
+    """Why `sender` cannot send `draft`, as a sentence with the fix; None if it can."""
+    return check_recipient(config, sender, draft.to) or check_draft(draft)
+
+
+class DraftRefused(ValueError):
+    """The draft cannot be sent; the message is draft_problem's sentence."""
+
+
+def send(paths: HivePaths, config: OfficeConfig, sender: str, draft: Draft) -> tuple[Path, bool]:
+    """The one way a draft leaves its sender: checked, queued in the sender's outbox,
+    and the office nudged. Returns where it was queued and whether an office listened;
+    raises DraftRefused before writing anything."""
+    problem = draft_problem(config, sender, draft)
+    if problem:
+        raise DraftRefused(problem)
+    path = write_draft(paths.mailbox(sender), draft)
+    return path, kick(paths, sender)
 
 
 def reply_subject(subject: str) -> str:

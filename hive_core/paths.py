@@ -45,6 +45,11 @@ class HivePaths(NamedTuple):
         return self.run / "health.json"
 
     @property
+    def usage_file(self) -> Path:
+        """Each agent's sessions and token sums, as the office last read them (usage.py)."""
+        return self.run / "usage.json"
+
+    @property
     def kick_socket(self) -> Path:
         return self.run / "kick.sock"
 
@@ -67,8 +72,57 @@ class HivePaths(NamedTuple):
         return self.home / "agent-settings"
 
     @property
+    def worktrees(self) -> Path:
+        """The agents' git worktrees, one folder each (hive_core/worktrees.py)."""
+        return self.home / "worktrees"
+
+    def worktree(self, agent_id: str) -> Path:
+        return self.worktrees / agent_id
+
+    @property
+    def worktree_records(self) -> Path:
+        """Per agent with a worktree: `<agent>.json` (its branch and base),
+        `<agent>.setup.json` (worktree_setup ran), and `told.json` (overlaps warned of)."""
+        return self.run / "worktrees"
+
+    @property
     def memory_db(self) -> Path:
         return self.home / "memory.db"
+
+    @property
+    def ci_logs(self) -> Path:
+        """The CI-log cache (hive_core/ci_logs.py): the one place its writer, its reader and
+        the office's retention sweep find it, whatever their cwd or environment."""
+        return self.home / "ci-logs"
+
+    def ci_run(self, owner: str, repo: str, run_id: int, attempt: int) -> CiRun:
+        """One attempt of one CI run in the cache: its logs and run.json."""
+        return CiRun(self.ci_logs / owner / repo / str(run_id) / str(attempt))
+
+    def ci_summary_of(self, path: str | os.PathLike[str]) -> tuple[str, str, int, int] | None:
+        """(owner, repo, run, attempt) if `path` (absolute, or relative to the home) is the
+        run.json of an attempt in the CI-log cache: the inverse of `ci_run(...).summary`
+        (pure, lexical)."""
+        file = Path(os.path.normpath(os.path.join(self.home, path)))
+        try:
+            owner, repo, run, attempt, _ = file.relative_to(self.ci_logs).parts
+        except ValueError:
+            return None
+        if not (run.isdigit() and attempt.isdigit()):
+            return None
+        key = (owner, repo, int(run), int(attempt))
+        return key if self.ci_run(*key).summary == file else None
+
+    @property
+    def memory_lock(self) -> Path:
+        """Held while memory.db is opened, checked or rebuilt (memory/store.py)."""
+        return self.run / "memory.lock"
+
+    @property
+    def tasks_lock(self) -> Path:
+        """The ledger's write lock: tasks.json is replaced by rename, so the lock is a
+        file of its own, outside git."""
+        return self.run / "tasks.lock"
 
     # --- hive level ---
     @property
@@ -107,8 +161,19 @@ class HivePaths(NamedTuple):
         return self.hive / "triage"
 
     @property
+    def promoted(self) -> Path:
+        """Private memory the manager or the person made office knowledge:
+        `<entry id>.json` each (memory/sources.py)."""
+        return self.hive / "promoted"
+
+    @property
     def gitignore(self) -> Path:
         return self.hive / ".gitignore"
+
+    @property
+    def git_dir(self) -> Path:
+        """The hive's git metadata: the committer's alone."""
+        return self.hive / ".git"
 
     @property
     def agents_dir(self) -> Path:
@@ -125,10 +190,18 @@ class HivePaths(NamedTuple):
         a path is an inbox, a settings file or the board asks here, never re-derives it
         from path parts. `path` is normalised lexically; a relative path is taken
         against the home. None for a path outside the home."""
-        raw = Path(os.path.normpath(self.home / path))
-        try:
-            rel = raw.relative_to(self.home).parts
-        except ValueError:
+        # String work, not pathlib: the watcher's sort asks this for every path of a
+        # burst, and Path.relative_to is 7x slower.
+        # The home normalised too: `--home ../x` gives /cwd/../x, which no normalised
+        # path starts with.
+        home = os.path.normpath(self.home)
+        raw = os.path.normpath(os.path.join(home, path))
+        root = home.rstrip("/") + "/"
+        if raw == home:
+            rel: tuple[str, ...] = ()
+        elif raw.startswith(root):
+            rel = tuple(raw[len(root) :].split("/"))
+        else:
             return None
         if not rel:
             return Place("home", None)
@@ -152,13 +225,13 @@ class HivePaths(NamedTuple):
 # fmt: off
 PlaceKind = Literal[
     # home level
-    "home", "office_toml", "run", "agent_settings", "memory_db", "home_other",
+    "home", "office_toml", "run", "agent_settings", "memory_db", "ci_logs", "home_other",
     # hive level (shared, the office's or the manager's)
     "hive", "git", "gitignore", "protocol", "manager_policy", "registry", "board",
     "tasks", "log", "log_segment", "triage", "promoted", "agents", "hive_other",
     # inside a mailbox (owner = the agent, or `human`)
-    "mailbox", "identity", "memory", "memory_dir", "cursor", "inbox", "done",
-    "outbox", "routing", "sent", "bad", "mailbox_other",
+    "mailbox", "identity", "memory", "memory_dir", "notes", "archive", "changes", "cursor",
+    "inbox", "done", "outbox", "routing", "sent", "bad", "mailbox_other",
 ]
 # fmt: on
 
@@ -178,6 +251,7 @@ _HOME_KINDS: dict[str, PlaceKind] = {
     "memory.db": "memory_db",
     "memory.db-wal": "memory_db",
     "memory.db-shm": "memory_db",
+    "ci-logs": "ci_logs",
 }
 
 _HIVE_FILES: dict[str, PlaceKind] = {
@@ -196,6 +270,12 @@ _HIVE_FILES: dict[str, PlaceKind] = {
 
 
 _OUTBOX_KINDS: dict[str, PlaceKind] = {".routing": "routing", ".sent": "sent", ".bad": "bad"}
+# Inside a mailbox's memory/ folder; anything else there (the tidy's locks) is memory_dir.
+_MEMORY_FILES: dict[str, PlaceKind] = {
+    "notes.md": "notes",
+    "archive.md": "archive",
+    "changes.md": "changes",
+}
 
 
 def _mailbox_kind(rest: tuple[str, ...]) -> PlaceKind:
@@ -208,7 +288,7 @@ def _mailbox_kind(rest: tuple[str, ...]) -> PlaceKind:
     if head == "memory.md" and len(rest) == 1:
         return "memory"
     if head == "memory":
-        return "memory_dir"
+        return _MEMORY_FILES.get(rest[1], "memory_dir") if len(rest) == 2 else "memory_dir"
     if head == "cursor.json" and len(rest) == 1:
         return "cursor"
     if head == "inbox":
@@ -216,6 +296,31 @@ def _mailbox_kind(rest: tuple[str, ...]) -> PlaceKind:
     if head == "outbox":
         return _OUTBOX_KINDS.get(rest[1], "outbox") if len(rest) > 1 else "outbox"
     return "mailbox_other"
+
+
+class CiRun(NamedTuple):
+    """One attempt of a CI run in the cache (`<ci-logs>/<owner>/<repo>/<run>/<attempt>/`)."""
+
+    root: Path
+
+    @property
+    def summary(self) -> Path:
+        """The run's metadata and failed jobs: the memory source its entries come from."""
+        return self.root / "run.json"
+
+    @property
+    def failed_log(self) -> Path:
+        """`gh run view --log-failed`, as fetched."""
+        return self.root / "failed.log"
+
+    @property
+    def full_log(self) -> Path:
+        """`gh run view --log`, as fetched."""
+        return self.root / "full.log"
+
+    def files(self) -> tuple[Path, ...]:
+        """Every file the cache writes here (the sweep deletes these and nothing else)."""
+        return (self.summary, self.failed_log, self.full_log)
 
 
 class Mailbox(NamedTuple):
@@ -232,8 +337,35 @@ class Mailbox(NamedTuple):
         return self.root / "memory.md"
 
     @property
+    def memory_dir(self) -> Path:
+        """The agent's private memory files beside memory.md (the person has none)."""
+        return self.root / "memory"
+
+    @property
     def notes(self) -> Path:
-        return self.root / "memory" / "notes.md"
+        """What `hive memory note` appends to; the tidy folds it into memory.md."""
+        return self.memory_dir / "notes.md"
+
+    @property
+    def archive(self) -> Path:
+        """Where the tidy moves what leaves memory.md (still searchable, scope own)."""
+        return self.memory_dir / "archive.md"
+
+    @property
+    def changes(self) -> Path:
+        """The tidy's dated list of every change it made to memory.md, and why."""
+        return self.memory_dir / "changes.md"
+
+    @property
+    def notes_lock(self) -> Path:
+        """A dotfile beside notes.md (never committed, never read as data): notes.md is
+        replaced by a rename, and a lock on a replaced inode guards nothing."""
+        return self.memory_dir / ".notes.lock"
+
+    @property
+    def tidy_lock(self) -> Path:
+        """One tidy at a time per agent."""
+        return self.memory_dir / ".tidy.lock"
 
     @property
     def inbox(self) -> Path:
@@ -266,3 +398,8 @@ class Mailbox(NamedTuple):
 
     def dirs(self) -> tuple[Path, ...]:
         return (self.inbox, self.done, self.outbox, self.routing, self.sent, self.bad)
+
+    def message_dirs(self) -> tuple[Path, ...]:
+        """Where the mailbox keeps messages it received or sent (not drafts, not claims,
+        not quarantined files)."""
+        return (self.inbox, self.done, self.sent)

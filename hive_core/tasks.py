@@ -256,6 +256,49 @@ def complete_task(
     )
 
 
+def record_checkpoint(
+    ledger: RawLedger, task_id: str, text: str, *, by: str, now: str
+) -> tuple[RawLedger, Task]:
+    """Where the task's worker got to, replacing the last checkpoint (git keeps those)."""
+    checkpoint = _text("checkpoint", text)
+    if not checkpoint.strip():
+        raise InvalidValue("the checkpoint is empty: say what is done and what is next.")
+    return _with_fields(
+        ledger,
+        task_id,
+        {"checkpoint": checkpoint, "checkpoint_by": by, "checkpoint_at": now},
+        now,
+    )
+
+
+def retry_task(
+    ledger: RawLedger, task_id: str, to: str | None, *, assignable: Collection[str], now: str
+) -> tuple[RawLedger, Task]:
+    """Give the task out again (to `to`, or to whoever holds it): one more attempt, being
+    worked on again; its checkpoint is kept for the worker to start from."""
+    task = find_task(ledger, task_id)
+    assignee = to or task.assignee
+    if assignee is None:
+        raise ChangeRefused(
+            f"task {task_id} has no assignee to retry it; name one with --to AGENT."
+        )
+    changed, _ = update_task(
+        ledger, task_id, {"assignee": assignee, "status": "doing"}, assignable=assignable, now=now
+    )
+    return _with_fields(changed, task_id, {"attempts": task.attempts + 1}, now)
+
+
+def _with_fields(
+    ledger: RawLedger, task_id: str, fields: Mapping[str, object], now: str
+) -> tuple[RawLedger, Task]:
+    """Fields only their own operation sets (not `update_task`'s)."""
+    index = _index(ledger, task_id)
+    merged = {**ledger["tasks"][index], **fields, "updated_at": now}
+    tasks = list(ledger["tasks"])
+    tasks[index] = merged
+    return {**ledger, "tasks": tasks}, msgspec.convert(merged, Task)
+
+
 def ask_question(
     ledger: RawLedger, task_id: str, question: str, *, asked_by: str, now: str
 ) -> tuple[RawLedger, Task]:
@@ -407,10 +450,10 @@ def _path(graph: Mapping[str, list[str]], start: str, goal: str) -> list[str] | 
 
 @contextmanager
 def locked(paths: HivePaths) -> Iterator[None]:
-    """Hold the ledger's write lock. tasks.json itself is replaced by rename on every
-    save, so the lock lives on a file of its own in run/ (outside git)."""
+    """Hold the ledger's write lock (HivePaths.tasks_lock: tasks.json itself is replaced
+    by rename on every save)."""
     paths.run.mkdir(mode=0o700, exist_ok=True)
-    fd = os.open(paths.run / "tasks.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fd = os.open(paths.tasks_lock, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

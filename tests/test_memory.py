@@ -3,6 +3,7 @@ reindex, sources, promote, and the `hive memory` command line."""
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -151,8 +152,11 @@ def test_each_scope_admits_exactly_its_rows(store: MemoryStore) -> None:
     assert found(store, "jim", "office") == {"office", "jim-mail"}
     assert found(store, "jim", "all") == {"jim-own", "office", "jim-mail"}
     assert found(store, "pam", "all") == {"pam-own", "office"}
-    # The person has no private memory and reads nobody's, but reads the office.
-    assert found(store, "human", "all") == {"office"}
+    # The person has no private memory of their own; its office scope is the office's,
+    # and its "all" is every scope (issue 16: the person sees the team's notes).
+    assert found(store, "human", "own") == set()
+    assert found(store, "human", "office") == {"office"}
+    assert found(store, "human", "all") == {"jim-own", "office", "jim-mail", "pam-own"}
 
 
 def test_the_scope_predicate_is_never_conditional() -> None:
@@ -287,24 +291,43 @@ def test_chunks_split_paragraphs_and_items_and_keep_note_times() -> None:
     ]
 
 
-def test_locate_knows_every_source_and_nothing_else() -> None:
-    from pathlib import PurePosixPath as P
+def test_locate_knows_every_source_and_nothing_else(tmp_path: Path) -> None:
+    paths = HivePaths(tmp_path)
+    box = paths.mailbox("jim")
 
-    assert locate(P("agents/jim/memory/notes.md")) == ("note", "jim")
-    assert locate(P("agents/jim/memory.md")) == ("memory", "jim")
-    assert locate(P("agents/jim/memory/archive.md")) == ("archive", "jim")
-    assert locate(P("agents/jim/inbox/.done/x.json")) == ("message", "jim")
-    assert locate(P("human/outbox/.sent/x.json")) == ("message", "human")
-    assert locate(P("triage/x.json")) == ("triage", "office")
+    def kind(path: Path | str) -> tuple[str, str] | None:
+        found = locate(paths, path)
+        return None if found is None else (found.kind, found.owner)
+
+    assert kind(box.notes) == ("note", "jim")
+    assert kind(box.memory) == ("memory", "jim")
+    assert kind(box.archive) == ("archive", "jim")
+    assert kind(box.done / "x.json") == ("message", "jim")
+    assert kind(paths.mailbox("human").sent / "x.json") == ("message", "human")
+    assert kind(paths.triage / "x.json") == ("triage", "office")
+    assert kind(paths.promoted / "x.json") == ("promoted", "office")
+    assert kind(paths.board) == ("board", "office")
+    assert kind(paths.tasks) == ("task", "office")
+    assert kind("hive/agents/jim/x/../memory.md") == ("memory", "jim")  # relative, lexical
+    # What each must stay inside, as the index keeps paths (hive-relative).
+    assert locate(paths, box.memory) == ("memory", "jim", "agents/jim/memory.md", "agents/jim")
+    assert locate(paths, paths.triage / "x.json") == ("triage", "office", "triage/x.json", "triage")
     for ignored in (
-        "agents/jim/outbox/x.json",  # a draft, not routed yet
-        "agents/jim/outbox/.bad/x.json",
-        "agents/jim/inbox/.tmp-1-x.json",
-        "agents/jim/identity.md",
-        "log.jsonl",
-        "human/memory.md",
+        box.outbox / "x.json",  # a draft, not routed yet
+        box.bad / "x.json",
+        box.inbox / ".tmp-1-x.json",
+        box.inbox / "x.txt",
+        box.inbox / "sub" / "x.json",
+        box.identity,
+        box.changes,
+        paths.log,
+        paths.triage / "sub" / "x.json",
+        paths.board / "x",
+        paths.mailbox("human").memory,
+        paths.agents_dir / "Not-An-Id" / "memory.md",
+        tmp_path.parent / "elsewhere" / "memory.md",
     ):
-        assert locate(P(ignored)) is None, ignored
+        assert locate(paths, ignored) is None, ignored
 
 
 def test_query_terms_and_fusion() -> None:
@@ -327,6 +350,15 @@ def test_note_is_searchable_at_once(office_home: HivePaths, store: MemoryStore) 
             note(office_home, "jim", bad, store)
     with pytest.raises(ValueError):
         note(office_home, "human", "the person has no notes", store)
+
+
+def test_a_note_with_a_line_that_reads_as_a_heading(
+    office_home: HivePaths, store: MemoryStore
+) -> None:
+    # The line ends the note's first piece in notes.md; note() returns that piece.
+    made = note(office_home, "jim", "deploy with make ship\n# then tag the release", store)
+    assert made.text == "deploy with make ship"
+    assert [h.id for h in store.search("deploy ship", "jim", "own")] == [made.id]
 
 
 def test_promote_is_for_the_manager_or_the_person(
@@ -377,7 +409,8 @@ def hive(
     )
 
 
-def test_cli_note_then_search_within_the_callers_scope(office_home: HivePaths) -> None:
+def test_cli_note_then_search_within_the_callers_scope(proving: HivePaths) -> None:
+    office_home = proving  # memory writes need the office to prove the writer
     noted = hive(
         office_home, "note", "The", "lexer_state", "machine", "has", "9 states", agent="jim"
     )
@@ -396,7 +429,8 @@ def test_cli_note_then_search_within_the_callers_scope(office_home: HivePaths) -
     assert "from stdin: tokenizer quirks" in text.stdout
 
 
-def test_cli_refusals(office_home: HivePaths) -> None:
+def test_cli_refusals(proving: HivePaths) -> None:
+    office_home = proving  # memory writes need the office to prove the writer
     noted = hive(office_home, "note", "private thought", agent="jim")
     entry_id = noted.stdout.split()[1]
     refused = hive(office_home, "promote", entry_id, agent="jim")
@@ -422,3 +456,28 @@ def test_cli_help_and_reindex(office_home: HivePaths) -> None:
     hive(office_home, "note", "one", agent="jim")
     rebuilt = hive(office_home, "reindex", agent=None)
     assert rebuilt.returncode == 0 and rebuilt.stdout.startswith("indexed ")
+
+
+def test_the_memory_modules_import_no_circle() -> None:
+    """entry <- sources <- store <- write, tidy: each module imports only those below it."""
+    package = Path(__file__).resolve().parent.parent / "hive_core" / "memory"
+    modules = {f.stem for f in package.glob("*.py")} - {"__init__"}
+    imports: dict[str, set[str]] = {}
+    for name in modules:
+        found = set()
+        for node in ast.walk(ast.parse((package / f"{name}.py").read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "hive_core.memory":
+                found |= {a.name for a in node.names} & modules
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                found |= {node.module.removeprefix("hive_core.memory.")} & modules
+        imports[name] = found
+    assert "sources" in imports["store"]  # the arm that would close a circle is there
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        return any(
+            nxt == goal or (nxt not in seen and reaches(nxt, goal, seen | {nxt}))
+            for nxt in imports[start]
+        )
+
+    circles = sorted(name for name in modules if reaches(name, name, {name}))
+    assert circles == []

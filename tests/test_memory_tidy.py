@@ -19,29 +19,30 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from hive_core.agents.claude import structured_output
 from hive_core.claude_env import claude_environment, write_claude_config
+from hive_core.cli.group import cli
 from hive_core.hive import init_office
-from hive_core.memory import archive_file, open_store
-from hive_core.memory.sources import note_line
-from hive_core.memory.tidy import (
+from hive_core.memory import open_store
+from hive_core.memory.fold import (
     MIN_BUDGET,
     Change,
     Fold,
     Note,
     SummaryError,
-    changes_path,
-    claude_summariser,
+    check_answer,
     fold_by_rule,
-    parse_answer,
     parse_notes,
     should_tidy,
     size,
     split_blocks,
-    tidy,
-    tidy_command,
 )
+from hive_core.memory.sources import note_line
+from hive_core.memory.tidy import summariser_for, tidy
 from hive_core.paths import HivePaths
+from hive_core.schema import AgentSpec
 from hive_core.scripted_model import Scenario, ScriptedModel, ToolUse, anything, turn
+from tests.conftest import ProvingOffice
 
 VENV_BIN = Path(sys.executable).parent
 CLAUDE = shutil.which("claude", path=f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}")
@@ -154,34 +155,26 @@ def test_budget_floor() -> None:
         fold_by_rule(TITLE, [], MIN_BUDGET - 1)
 
 
-def answer(structured: Any) -> bytes:
-    return json.dumps(
-        {"type": "result", "is_error": False, "structured_output": structured}
-    ).encode()
-
-
 NOTES = [
     Note("n1", "parser times out on big files", "2026-11-30T09:00:00Z", "- raw 1"),
     Note("n2", "pam owns the lexer", None, "- raw 2"),
 ]
 
 
-def test_parse_answer_accepts_a_complete_answer() -> None:
-    fold = parse_answer(
-        answer(
-            {
-                "index": "# Memory of jim\n\n- parser: stream big files\n- lexer: pam",
-                "changes": [
-                    {
-                        "kind": "added",
-                        "item": "parser: stream big files",
-                        "reason": "new",
-                        "notes": ["n1"],
-                    },
-                    {"kind": "added", "item": "lexer: pam", "reason": "owner", "notes": ["n2"]},
-                ],
-            }
-        ),
+def test_check_answer_accepts_a_complete_answer() -> None:
+    fold = check_answer(
+        {
+            "index": "# Memory of jim\n\n- parser: stream big files\n- lexer: pam",
+            "changes": [
+                {
+                    "kind": "added",
+                    "item": "parser: stream big files",
+                    "reason": "new",
+                    "notes": ["n1"],
+                },
+                {"kind": "added", "item": "lexer: pam", "reason": "owner", "notes": ["n2"]},
+            ],
+        },
         NOTES,
         budget=1024,
     )
@@ -232,16 +225,21 @@ def test_parse_answer_accepts_a_complete_answer() -> None:
         ({"index": "  \n", "changes": []}, "empty"),
     ],
 )
-def test_parse_answer_refuses(structured: Any, why: str) -> None:
+def test_check_answer_refuses(structured: Any, why: str) -> None:
     with pytest.raises(SummaryError, match=why):
-        parse_answer(answer(structured), NOTES, budget=1024)
+        check_answer(structured, NOTES, budget=1024)
 
 
-def test_parse_answer_refuses_a_result_without_structured_output() -> None:
-    with pytest.raises(SummaryError, match="structured"):
-        parse_answer(b'{"type": "result", "result": "Sure! Here is..."}', NOTES, 1024)
-    with pytest.raises(SummaryError, match="no JSON"):
-        parse_answer(b"Error: not logged in", NOTES, 1024)
+def test_claude_output_gives_the_structured_answer_or_says_why_not() -> None:
+    structured = {"index": "# M\n", "changes": []}
+    result = {"type": "result", "is_error": False, "structured_output": structured}
+    assert structured_output(json.dumps(result).encode()) == structured
+    with pytest.raises(ValueError, match="structured"):
+        structured_output(b'{"type": "result", "result": "Sure! Here is..."}')
+    with pytest.raises(ValueError, match="no JSON"):
+        structured_output(b"Error: not logged in")
+    with pytest.raises(ValueError, match="reported an error"):
+        structured_output(b'{"type": "result", "is_error": true, "result": "no credit"}')
 
 
 # --- the tidy on an office's files ----------------------------------------------------------
@@ -258,17 +256,19 @@ def write_notes(paths: HivePaths, texts: Sequence[str]) -> None:
 def test_tidy_by_rule_on_files(home: HivePaths, texts: list[str], budget: int) -> None:
     box = home.mailbox("jim")
     box.memory.write_text(TITLE)
-    archive_file(home, "jim").unlink(missing_ok=True)
+    home.mailbox("jim").archive.unlink(missing_ok=True)
     write_notes(home, texts)
     fold = tidy(home, "jim", budget=budget, now=NOW)
     assert fold is not None and fold.method == "rule"
     index = box.memory.read_text()
     assert size(index) <= budget
-    archived = archive_file(home, "jim").read_text() if archive_file(home, "jim").exists() else ""
+    archived = (
+        home.mailbox("jim").archive.read_text() if home.mailbox("jim").archive.exists() else ""
+    )
     for text in texts:
         assert flat(text) in flat(index + archived)
     assert box.notes.read_text() == ""
-    assert "2026-11-30T12:00:00Z" in changes_path(box).read_text()
+    assert "2026-11-30T12:00:00Z" in box.changes.read_text()
     assert tidy(home, "jim", budget=budget) is None  # nothing left to do
 
 
@@ -280,12 +280,12 @@ def test_tidy_records_itemised_changes_and_keeps_moved_material_searchable(
     write_notes(home, ["the release train leaves on thursdays"])
     fold = tidy(home, "jim", budget=MIN_BUDGET, now=NOW)
     assert fold is not None
-    changes = changes_path(box).read_text()
+    changes = box.changes.read_text()
     assert changes.startswith("## 2026-11-30T12:00:00Z: 1 notes folded by rule; index ")
     assert "- added: (2026-11-30) the release train leaves on thursdays (note of " in changes
     assert "- removed: the staging db is pg-7" in changes
     assert "moved to archive.md" in changes
-    assert "the staging db is pg-7" in archive_file(home, "jim").read_text()
+    assert "the staging db is pg-7" in home.mailbox("jim").archive.read_text()
     with open_store(home) as store:
         hits = store.search("staging db pg-7", "jim", "own")
         assert {h.entry.source for h in hits} == {"archive"}
@@ -309,25 +309,53 @@ def test_notes_written_during_the_tidy_stay_for_the_next(home: HivePaths) -> Non
     assert [n.text for n in parse_notes(home.mailbox("jim").notes.read_text())] == [
         "written meanwhile"
     ]
-    assert "was not used: the model was busy" in changes_path(home.mailbox("jim")).read_text()
+    assert "was not used: the model was busy" in home.mailbox("jim").changes.read_text()
 
 
 def test_tidy_command(home: HivePaths) -> None:
-    write_notes(home, ["use make fast for the quick loop"])
-    runner = CliRunner()
-    env = {"HIVE_HOME": str(home.home), "HIVE_AGENT_ID": "jim"}
-    done = runner.invoke(tidy_command, ["--rule"], env=env)
+    # Tidying memory needs the office to prove the caller.
+    answering = ProvingOffice(home)
+    try:
+        write_notes(home, ["use make fast for the quick loop"])
+        runner = CliRunner()
+        env = {"HIVE_HOME": str(home.home), "HIVE_AGENT_ID": "jim"}
+        done = runner.invoke(cli, ["memory", "tidy", "--rule"], env=env)
+        assert done.exit_code == 0, done.output
+        assert "jim: 1 changes by rule" in done.output
+        assert "use make fast" in home.mailbox("jim").memory.read_text()
+        again = runner.invoke(cli, ["memory", "tidy", "--rule"], env=env)
+        assert "nothing to tidy" in again.output
+        other = runner.invoke(cli, ["memory", "tidy", "--agent", "pam", "--rule"], env=env)
+        assert other.exit_code == 2 and "only your own" in other.output
+        person = runner.invoke(
+            cli, ["memory", "tidy", "--agent", "pam", "--rule"], env={"HIVE_HOME": str(home.home)}
+        )
+        assert person.exit_code == 0, person.output
+    finally:
+        answering.close()
+
+
+def test_tidy_command_keeps_office_tomls_memory_budget(home: HivePaths) -> None:
+    """Issue 16: the budget is office.toml's, the one the agent's memory.md is cut to at
+    start; the notes below fill four times it, so any other budget would show."""
+    toml = home.office_toml.read_text()
+    home.office_toml.write_text(toml.replace("[office]\n", "[office]\nmemory_budget = 1024\n", 1))
+    texts = [f"fact {i}: " + "the build cache lives on the second disk " * 2 for i in range(40)]
+    write_notes(home, texts)
+    answering = ProvingOffice(home)
+    try:
+        done = CliRunner().invoke(
+            cli, ["memory", "tidy", "--agent", "jim", "--rule"], env={"HIVE_HOME": str(home.home)}
+        )
+    finally:
+        answering.close()
     assert done.exit_code == 0, done.output
-    assert "jim: 1 changes by rule" in done.output
-    assert "use make fast" in home.mailbox("jim").memory.read_text()
-    again = runner.invoke(tidy_command, ["--rule"], env=env)
-    assert "nothing to tidy" in again.output
-    other = runner.invoke(tidy_command, ["--agent", "pam", "--rule"], env=env)
-    assert other.exit_code == 2 and "only your own" in other.output
-    person = runner.invoke(
-        tidy_command, ["--agent", "pam", "--rule"], env={"HIVE_HOME": str(home.home)}
-    )
-    assert person.exit_code == 0, person.output
+    box = home.mailbox("jim")
+    index = box.memory.read_text()
+    assert size(index) <= 1024 and "/1024 bytes" in done.output
+    assert "fact 39" in index  # the newest note stays; the oldest went to the archive
+    archived = box.archive.read_text()
+    assert all(flat(t) in flat(index + archived) for t in texts)
 
 
 # --- the summariser: the real claude CLI against the scripted model ------------------------
@@ -341,12 +369,13 @@ def run_claude_tidy(
     assert CLAUDE is not None
     root = home.home.parent
     config_dir = root / "claude-home"
-    workdir = home.mailbox("jim").notes.parent
+    workdir = home.mailbox("jim").memory_dir
     write_claude_config(config_dir, API_KEY, trusted=[workdir])
     scenario = Scenario([turn(anything, ToolUse("StructuredOutput", structured))])
     with ScriptedModel(scenario) as model:
         env = claude_environment(base_url=model.base_url, api_key=API_KEY, config_dir=config_dir)
-        summariser = claude_summariser([CLAUDE], env=env, cwd=workdir)
+        spec = AgentSpec(id="jim", name="Jim", provider="claude", command=[CLAUDE])
+        summariser = summariser_for(spec, workdir, env=env)
         fold = tidy(home, "jim", budget=budget, summariser=summariser, now=NOW)
     return fold, model
 
@@ -385,11 +414,11 @@ def test_the_agents_cli_folds_the_notes(home: HivePaths) -> None:
     assert "pam owns the lexer" in sent
     assert "at most 2048 bytes" in sent and "- CI: run scripts/test" in sent
     assert box.memory.read_text() == new_index
-    changes = changes_path(box).read_text()
+    changes = box.changes.read_text()
     assert "2 notes folded by the agent's CLI" in changes
     assert "- added: parser_config: --stream over 2 MB (a workaround worth keeping)" in changes
     assert "- added: pam: lexer (who to ask)" in changes
-    assert "pam owns the lexer" in archive_file(home, "jim").read_text()  # the notes' own words
+    assert "pam owns the lexer" in home.mailbox("jim").archive.read_text()  # the notes' own words
     assert box.notes.read_text() == ""
 
 
@@ -410,5 +439,5 @@ def test_a_bad_answer_falls_back_to_the_rule(home: HivePaths) -> None:
     assert fold.fallback is not None and "budget" in fold.fallback
     index = box.memory.read_text()
     assert "keep me" in index and "and me too" in index and "padding" not in index
-    assert "The summariser's answer was not used" in changes_path(box).read_text()
+    assert "The summariser's answer was not used" in box.changes.read_text()
     assert box.notes.read_text() == ""

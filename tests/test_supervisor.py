@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hive_core.agents.providers import providers
-from hive_core.agents.state import AgentState
+from hive_core.agents.state import AgentState, AgentStates
 from hive_core.agents.supervisor import Supervisor
 from hive_core.config import load_office
 from hive_core.hive import init_office
@@ -33,10 +33,8 @@ def supervisor(home: Path, name: str, out: list[bytes]) -> Supervisor:
     paths = HivePaths(home)
     init_office(paths)
     config = load_office(paths.office_toml)
-    states = {s.id: AgentState(spec=s, manager=True) for s in config.agents}
-    sup = Supervisor(
-        paths, config, states, providers(), on_change=lambda state: None, log=lambda a, t: None
-    )
+    states = AgentStates(AgentState(spec=s, manager=True) for s in config.agents)
+    sup = Supervisor(paths, config, states, providers(), log=lambda a, t: None)
     sup.sinks.append(lambda agent, data: out.append(data))
     return sup
 

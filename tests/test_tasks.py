@@ -463,6 +463,14 @@ def test_saved_ledger_is_indented_json_the_app_reads(tmp_path: Path) -> None:
 # --- `hive task` ------------------------------------------------------------------------
 
 
+@pytest.fixture(autouse=True)
+def _answering(request: pytest.FixtureRequest) -> None:
+    """A ledger write needs the office to prove the writer: wherever a test has an
+    office, it answers who is calling (conftest.proving)."""
+    if "office_home" in request.fixturenames:
+        request.getfixturevalue("proving")
+
+
 def hive(
     paths: HivePaths, *args: str, agent: str | None = None, stdin: str | None = None
 ) -> Result:
@@ -781,7 +789,7 @@ def test_a_missing_ledger_file_is_created_by_the_first_write(office_home: HivePa
 
 def test_an_empty_agent_id_is_a_clear_refusal(office_home: HivePaths) -> None:
     result = hive(office_home, "add", "a", agent="")
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "HIVE_AGENT_ID is set but empty" in result.stderr
     assert ledger_on_disk(office_home).tasks == []
 

@@ -9,12 +9,14 @@ the office's canonical decision back into the reply that CLI understands.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from hive_core.paths import HivePaths
 from hive_core.schema import AgentSpec
+from hive_core.usage import UsageSource
 
 # The office's event names (Claude Code's); other providers' events are mapped onto them.
 EventName = Literal[
@@ -24,6 +26,7 @@ EventName = Literal[
     "PostToolUse",
     "Notification",
     "Stop",
+    "StopFailure",
     "SessionEnd",
 ]
 EVENT_NAMES: tuple[EventName, ...] = (
@@ -33,6 +36,7 @@ EVENT_NAMES: tuple[EventName, ...] = (
     "PostToolUse",
     "Notification",
     "Stop",
+    "StopFailure",
     "SessionEnd",
 )
 
@@ -50,6 +54,8 @@ class CanonicalEvent:
     notification_type: str | None = None  # "permission_prompt" means: waiting for the person
     message: str | None = None
     cwd: str | None = None
+    # StopFailure: the API error that ended the turn (rate_limit, billing_error, ...).
+    error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -60,6 +66,8 @@ class HookDecision:
         None  # extra text for the model (SessionStart, UserPromptSubmit, PostToolUse)
     )
     deny: str | None = None  # PreToolUse: refuse the tool, with a reason the model can act on
+    # PreToolUse: run the tool with this input instead (the CI-log rewrite, ci_logs.py).
+    rewrite: dict[str, Any] | None = None
     block: str | None = None  # Stop: keep going, with this as the next instruction
 
 
@@ -94,6 +102,26 @@ class Launch:
     cwd: Path
 
 
+@dataclass(frozen=True)
+class SummaryRequest:
+    """What the office asks an agent's CLI once, headless, to summarise (the memory tidy):
+    a system prompt, and the JSON Schema (as text) its answer must match. The prompt
+    itself goes on stdin: it can outgrow an argv string."""
+
+    system_prompt: str
+    schema: str
+
+
+@dataclass(frozen=True)
+class SummaryCommand:
+    """How a CLI answers a SummaryRequest: `argv` runs it with no tools and no session
+    kept, reading the prompt on stdin; `answer` takes what it printed and returns the
+    structured answer, or raises ValueError saying what is wrong with the output."""
+
+    argv: list[str]
+    answer: Callable[[bytes], object]
+
+
 class Provider(Protocol):
     name: str
     # A hookless CLI cannot drain mail at the end of a turn: the office shows its mail
@@ -108,6 +136,11 @@ class Provider(Protocol):
         """One sentence: how to install this CLI."""
         ...
 
+    def start_hint(self) -> str:
+        """One sentence: what to do when this CLI exits as soon as it starts (no login,
+        no key, a bad `command`)."""
+        ...
+
     def prepare(self, ctx: LaunchContext) -> Launch:
         """Write the agent's per-agent config under the office home and return the launch."""
         ...
@@ -116,8 +149,21 @@ class Provider(Protocol):
         """Map the CLI's hook event onto the office's; None for events the office ignores."""
         ...
 
+    def summary_command(self, agent: AgentSpec, request: SummaryRequest) -> SummaryCommand | None:
+        """How the agent's own CLI answers `request` headless, without tools; None if it
+        cannot be trusted to (the tidy then folds by rule)."""
+        ...
+
     def render(self, event: CanonicalEvent, decision: HookDecision) -> HookAnswer:
         """The reply this CLI understands for `decision`."""
+        ...
+
+    def usage_source(
+        self, agent: AgentSpec, paths: HivePaths, env: Mapping[str, str], sessions: Sequence[str]
+    ) -> UsageSource | None:
+        """The CLI's own records of the agent's token usage (files and how to read them),
+        given the agent's environment (the office's and the roster's `env`) and the
+        sessions the office saw it run; None if it keeps none the office can read."""
         ...
 
 

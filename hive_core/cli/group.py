@@ -3,7 +3,7 @@
 `hive.main` hands it every verb but the mail verbs, which run without click
 (cli/mail_cmd.py). The group still lists them, so `hive --help` shows every verb; run
 through the group, a mail verb gets its words unparsed and hands them to the same code.
-The task, memory and mcp groups are imported only when called (or listed by `--help`):
+The task, memory, ci-logs and mcp groups are imported only when called (or listed by `--help`):
 memory and mcp pull in SQLite, asyncio and the mcp package.
 """
 
@@ -20,27 +20,24 @@ import click
 import msgspec
 
 from hive_core import mail
-from hive_core.caller import CallerError, authenticated_caller
+from hive_core.caller import Caller
 from hive_core.cli import render
-from hive_core.cli.mail_cmd import (
-    HOME_HELP,
-    MAIL_VERBS,
+from hive_core.cli.common import (
     BadUsage,
     HiveError,
-    Office,
-    check,
+    click_home,
     decode_text,
-    open_office,
+    home_option,
+    open_caller,
     post,
     read_source,
-    run_verb,
 )
+from hive_core.cli.mail_cmd import MAIL_VERBS, run_verb
 from hive_core.fsio import atomic_write
 from hive_core.hive import read_registry, registry_from_roster
 from hive_core.logfile import iter_log_lines
-from hive_core.schema import BODY_MAX, JSON_DEPTH_MAX, LogEvent, is_agent_id, json_depth
+from hive_core.schema import JSON_DEPTH_MAX, LogEvent, is_agent_id, json_depth
 
-_HOME_KEY = "hive.home"
 FOLLOW_POLL_SECONDS = 0.25
 
 _log_decoder = msgspec.json.Decoder(LogEvent)
@@ -49,7 +46,9 @@ _log_decoder = msgspec.json.Decoder(LogEvent)
 _LAZY = {
     "task": ("hive_core.cli.task_cmd", "task"),
     "memory": ("hive_core.cli.memory_cmd", "memory_group"),
+    "ci-logs": ("hive_core.cli.ci_cmd", "ci_group"),
     "mcp": ("hive_core.cli.mcp_cmd", "mcp_command"),
+    "merge": ("hive_core.cli.worktree_cmd", "hive_merge"),
 }
 
 
@@ -65,7 +64,7 @@ class _HiveGroup(click.Group):
         return super().get_command(ctx, cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
-        # The verbs refuse with the mail verbs' HiveError, which knows nothing of click.
+        # The verbs refuse with HiveError (cli/common.py), which knows nothing of click.
         try:
             return super().invoke(ctx)
         except HiveError as e:
@@ -73,26 +72,9 @@ class _HiveGroup(click.Group):
             ctx.exit(e.exit_code)
 
 
-def _remember_home(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
-    # ctx.meta is shared by the group and the verb, so `hive --home X board` and
-    # `hive board --home X` both work; the verb's option, parsed later, wins.
-    if value is not None:
-        ctx.meta[_HOME_KEY] = value
-
-
-home_option = click.option(
-    "--home", metavar="DIR", expose_value=False, callback=_remember_home, help=HOME_HELP
-)
-
-
-def _home() -> str | None:
-    home: str | None = click.get_current_context().meta.get(_HOME_KEY)
-    return home
-
-
-def current_office() -> Office:
+def current_caller(*, proof: bool = False) -> Caller:
     """The office of this command line's --home (else HIVE_HOME) and its caller."""
-    return open_office(_home())
+    return open_caller(click_home(), proof=proof)
 
 
 @click.group(
@@ -104,10 +86,11 @@ def cli() -> None:
     """Mail, board, triage, roster and log of a hive-office.
 
     \b
-    Who you are comes from HIVE_AGENT_ID (set for every agent); unset, you are
-    the person at the keyboard (`human`). The office home is --home, $HIVE_HOME
-    or ~/.hive-office. Nothing here needs the office to be running: mail waits
-    in your outbox until it is.
+    Who you are: while the office runs, it tells from your process (an agent is
+    who it was started as; anyone else is the person, `human`). With no office
+    running, HIVE_AGENT_ID says it (unset: the person); mail then waits in your
+    outbox, and writing the board or the tasks waits for the office. The office
+    home is --home, $HIVE_HOME or ~/.hive-office.
 
     \b
       hive inbox                          what is waiting for me
@@ -119,7 +102,7 @@ def cli() -> None:
 
 def _mail_verb(verb: str) -> click.Command:
     def run(words: tuple[str, ...]) -> None:
-        run_verb(verb, list(words), _home())
+        run_verb(verb, list(words), click_home())
 
     return click.Command(
         verb,
@@ -153,30 +136,27 @@ def board(source: str | None, text: str | None) -> None:
       hive board --write - < plan.md      (manager)
       hive board --text "# Plan ..."      (manager)
     """
-    office = current_office()
     if source is not None and text is not None:
         raise BadUsage("give the new board with --write or --text, not both.")
-    if source is None and text is None:
+    writes = source is not None or text is not None
+    # Writing the board is a privilege: the caller must be proven.
+    caller = current_caller(proof=writes)
+    if not writes:
         try:
-            current = decode_text(office.paths.board.read_bytes(), "board.md")
+            current = decode_text(caller.paths.board.read_bytes(), "board.md")
         except FileNotFoundError:
             raise HiveError(
-                f"{office.paths.board} is missing. Run `hive-office init` to recreate it."
+                f"{caller.paths.board} is missing. Run `hive-office init` to recreate it."
             ) from None
         click.echo(render.clean(current), nl=not current.endswith("\n"))
         return
-    try:
-        # Writing the board is a privilege: the caller must prove who it is.
-        caller = authenticated_caller(office.paths, office.config)
-    except CallerError as e:
-        raise HiveError(str(e)) from None
-    if caller != office.manager:
+    if caller.who != caller.manager:
         raise HiveError(
-            f"only the manager ({office.manager}) writes the board. File what should change "
+            f"only the manager ({caller.manager}) writes the board. File what should change "
             f'with `hive triage "..."` or send it with `hive send --to god`.'
         )
-    new = text if text is not None else read_source(source or "-")
-    atomic_write(office.paths.board, new.encode())
+    new = text if text is not None else read_source(source or "-", None)
+    atomic_write(caller.paths.board, new.encode())
     click.echo(f"board updated ({len(new.encode())} bytes)")
 
 
@@ -192,32 +172,40 @@ def triage(text: tuple[str, ...]) -> None:
       hive triage "The test suite is flaky on CI: test_router times out"
       hive triage - < bug-report.md
     """
-    office = current_office()
+    caller = current_caller()
     joined = " ".join(text)
-    joined = read_source("-", BODY_MAX) if joined == "-" else joined
-    if not joined.strip():
-        raise BadUsage('the request is empty: say what is needed, e.g. hive triage "...".')
-    draft = mail.triage_draft(joined)
-    check(draft)
-    post(office, draft)
+    post(caller, mail.triage_draft(read_source("-") if joined == "-" else joined))
 
 
 @cli.command()
-@click.option("--json", "as_json", is_flag=True, help="The registry as JSON.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="The registry as JSON, with each agent's usage."
+)
 @home_option
 def roster(as_json: bool) -> None:
-    """Who is on the floor: ids, names, providers, status, roles (* = the manager).
+    """Who is on the floor: ids, names, providers, status, estimated cost, roles
+    (* = the manager).
 
     \b
       hive roster
       hive roster --json
     """
-    office = current_office()
-    registry = registry_from_roster(office.config, read_registry(office.paths))
+    # Here, not at the top: cost.py brings asyncio, and only the roster needs it.
+    from hive_core.cost import label, read_usage_file
+
+    caller = current_caller()
+    registry = registry_from_roster(caller.config, read_registry(caller.paths))
+    # The sums the office wrote at its last pass (`hive-office cost` reads the records).
+    usage = read_usage_file(caller.paths).agents
     if as_json:
-        click.echo(msgspec.json.encode(registry).decode())
+        data = msgspec.to_builtins(registry)
+        for entry in data["agents"]:
+            if entry["id"] in usage:
+                entry["usage"] = msgspec.to_builtins(usage[entry["id"]])
+        click.echo(msgspec.json.encode(data).decode())
     else:
-        click.echo(render.roster(registry, office.caller))
+        costs = {agent: label(total) for agent, total in usage.items()}
+        click.echo(render.roster(registry, caller.who, costs))
 
 
 def _involves(event: LogEvent, who: str) -> bool:
@@ -268,8 +256,8 @@ def log(follow: bool, as_json: bool, who: str | None, count: int) -> None:
     """
     if who is not None and not is_agent_id(who):
         raise BadUsage(f"--agent {who!r} is not an agent id; `hive roster` lists them.")
-    office = current_office()
-    path = office.paths.log
+    caller = current_caller()
+    path = caller.paths.log
 
     def show(events: list[LogEvent]) -> None:
         for event in events:
@@ -281,7 +269,7 @@ def log(follow: bool, as_json: bool, who: str | None, count: int) -> None:
         offset = len(_complete_lines(path.read_bytes())) if follow else 0
     except FileNotFoundError:
         offset = 0
-    history = iter_log_lines(office.paths, count, keep=lambda line: _event(line, who) is not None)
+    history = iter_log_lines(caller.paths, count, keep=lambda line: _event(line, who) is not None)
     show(_events(history, who))
     if follow:
         # Ctrl+C is how a follow ends, not a failure.

@@ -1,9 +1,8 @@
 """`hive`: mail, board, triage, roster and log, for the agents and the person.
 
-No verb here needs a running office. Sending writes a draft into the caller's own
-outbox (the router delivers it, now or when the office starts); everything else reads
-the caller's own folders or plain files of the hive. The caller is HIVE_AGENT_ID, or the
-person (`human`) when it is unset.
+Sending writes a draft into the caller's own outbox (the router delivers it, now or
+when the office starts); everything else reads the caller's own folders or plain files
+of the hive. Who the caller is, the office decides while it runs (hive_core/caller.py).
 
 This is the console script's entry point, and agents start it on every mail action:
 the mail verbs run from cli/mail_cmd.py without importing click (or asyncio, or the
@@ -16,12 +15,9 @@ what to do.
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import importlib
 import sys
-from collections.abc import Iterator
-from typing import NoReturn
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -32,8 +28,11 @@ def main(argv: list[str] | None = None) -> None:
     gc.disable()
     try:
         _import_msgspec()
-        home, rest = _split_home(args)
-        with _one_line_errors():
+        # After msgspec: everything of the office's below imports it.
+        from hive_core.cli.common import one_line_errors, split_home
+
+        home, rest = split_home(args)
+        with one_line_errors():
             from hive_core.cli import mail_cmd
 
             if rest and rest[0] in mail_cmd.MAIL_VERBS:
@@ -41,7 +40,7 @@ def main(argv: list[str] | None = None) -> None:
                 return
     finally:
         gc.enable()
-    with _one_line_errors():
+    with one_line_errors():
         from hive_core.cli.group import cli
 
         cli.main(args, prog_name="hive")
@@ -65,39 +64,6 @@ def _import_msgspec() -> None:
     finally:
         del sys.modules["typing_extensions"]
     importlib.import_module("msgspec")
-
-
-def _split_home(argv: list[str]) -> tuple[str | None, list[str]]:
-    """`--home DIR` given before the verb, and the words from the verb on."""
-    home = None
-    while argv:
-        if argv[0].startswith("--home="):
-            home, argv = argv[0].removeprefix("--home="), argv[1:]
-        elif argv[0] == "--home" and len(argv) > 1:
-            home, argv = argv[1], argv[2:]
-        else:
-            break
-    return home, argv
-
-
-@contextlib.contextmanager
-def _one_line_errors() -> Iterator[None]:
-    """A refusal, or an OSError of the office home, as one `hive:` line and its exit code."""
-    from hive_core.cli.mail_cmd import REFUSED, HiveError
-
-    try:
-        yield
-    except HiveError as e:
-        fail(str(e), e.exit_code)
-    except OSError as e:
-        # Permissions, a full disk, a file in the way: say so instead of a traceback.
-        where = f" ({e.filename})" if e.filename else ""
-        fail(f"{e.strerror or e}{where}. Check the office home.", REFUSED)
-
-
-def fail(message: str, code: int) -> NoReturn:
-    print(f"hive: {message}", file=sys.stderr)
-    raise SystemExit(code)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,7 @@
-"""The mail verbs of `hive` (send, reply, inbox, read, done) and what every verb shares:
-the office and its caller, text from the command line, posting a draft, the errors.
+"""The mail verbs of `hive`: send, reply, inbox, read, done.
 
-Agents run the mail verbs on every mail action, so this module and what it imports are
-their whole path (cli/hive.py runs them): no click, no asyncio, nothing of memory. Their
+Agents run them on every mail action, so this module and what it imports are their
+whole path (cli/hive.py runs them): no click, no asyncio, nothing of memory. Their
 words are parsed by cli/argv.py, which follows click's rules and texts, so they read
 like the other verbs (cli/group.py).
 """
@@ -17,130 +16,19 @@ from typing import Any, NamedTuple, cast
 
 import msgspec
 
-from hive_core import kick, mail
+from hive_core import mail
 from hive_core.cli import argv, render
 from hive_core.cli.argv import Argument, Option, Spec
-from hive_core.config import ConfigError, agent, load_office
-from hive_core.paths import HivePaths, Mailbox, resolve_home
-from hive_core.schema import ACTS, BODY_MAX, HUMAN, Act, Draft, OfficeConfig
-
-REFUSED = 1
-USAGE = 2
-
-HOME_HELP = "Office home (default: $HIVE_HOME, else ~/.hive-office)."
-
-
-class HiveError(Exception):
-    """Refused or not found: one line on stderr, no traceback, exit 1."""
-
-    exit_code = REFUSED
-
-
-class BadUsage(HiveError):
-    """The command line or the environment is wrong: exit 2, like a usage error."""
-
-    exit_code = USAGE
-
-
-class Office(NamedTuple):
-    paths: HivePaths
-    config: OfficeConfig
-    caller: str
-
-    @property
-    def box(self) -> Mailbox:
-        return self.paths.mailbox(self.caller)
-
-    @property
-    def manager(self) -> str:
-        return self.config.office.manager
-
-
-def open_office(home: str | None) -> Office:
-    """The office of `home` (else HIVE_HOME) and who is calling, or a HiveError saying why not."""
-    paths = HivePaths(resolve_home(home))
-    if not paths.office_toml.is_file() or not paths.hive.is_dir():
-        raise HiveError(
-            f"there is no office in {paths.home}. Run `hive-office init` to create one, "
-            "or point --home or HIVE_HOME at an existing office."
-        )
-    try:
-        config = load_office(paths.office_toml)
-    except ConfigError as e:
-        raise HiveError(str(e)) from None
-    return Office(paths, config, _caller(config))
-
-
-def _caller(config: OfficeConfig) -> str:
-    raw = os.environ.get("HIVE_AGENT_ID", "")
-    if raw in ("", HUMAN):
-        return HUMAN
-    if agent(config, raw) is None:
-        ids = ", ".join(a.id for a in config.agents)
-        raise BadUsage(
-            f"HIVE_AGENT_ID is {raw!r}, which is not an agent of this office ({ids}); "
-            "unset it to act as the person (human).",
-        )
-    return raw
-
-
-# --- reading text from the command line -------------------------------------------------
-
-
-def decode_text(data: bytes, source: str) -> str:
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise BadUsage(
-            f"{source} is not UTF-8 text (bad byte at offset {e.start}); convert it to UTF-8.",
-        ) from None
-
-
-def read_source(source: str, limit: int | None = None) -> str:
-    """The text of FILE, or of stdin for `-`, refusing more than `limit` bytes."""
-    name = "stdin" if source == "-" else source
-    try:
-        if source == "-":
-            data = sys.stdin.buffer.read(-1 if limit is None else limit + 1)
-        else:
-            data = Path(source).read_bytes()
-    except OSError as e:
-        raise BadUsage(f"cannot read {name}: {e.strerror}. Check the path.") from None
-    if limit is not None and len(data) > limit:
-        raise BadUsage(
-            f"{name} holds more than {limit} bytes, the limit for a message body. "
-            "Shorten it or point to a file instead of pasting it.",
-        )
-    return decode_text(data, name)
-
-
-def body_text(body: str | None, dash: str | None) -> str:
-    """The body from `--body TEXT`, `--body -` or a trailing `-` (both mean stdin)."""
-    if dash is not None and dash != "-":
-        raise BadUsage(
-            f"unexpected argument {dash!r}: give the text with --body TEXT, or - to read stdin.",
-        )
-    if dash and body is not None:
-        raise BadUsage("give the body once: either --body TEXT or -, not both.")
-    if dash or body == "-":
-        return read_source("-", BODY_MAX)
-    return body or ""
-
-
-def check(draft: Draft) -> None:
-    problem = mail.check_draft(draft)
-    if problem:
-        raise BadUsage(problem)
-
-
-def post(office: Office, draft: Draft) -> None:
-    """Queue the draft in the caller's outbox and nudge the office, if one runs."""
-    path = mail.write_draft(office.box, draft)
-    where = path.relative_to(office.paths.hive)
-    if kick.kick(office.paths, office.caller):
-        print(f"sent to {draft.to} ({where})")
-    else:
-        print(f"queued {where}; the office is not running, it will be delivered when it starts")
+from hive_core.cli.common import (
+    HOME_HELP,
+    USAGE,
+    BadUsage,
+    HiveError,
+    body_text,
+    open_caller,
+    post,
+)
+from hive_core.schema import ACTS, Act, Draft
 
 
 def _missing(message_id: str) -> HiveError:
@@ -154,10 +42,7 @@ def _missing(message_id: str) -> HiveError:
 
 
 def send(args: dict[str, Any], home: str | None) -> None:
-    office = open_office(home)
-    problem = mail.check_recipient(office.config, office.caller, args["to"])
-    if problem:
-        raise BadUsage(problem)
+    caller = open_caller(home)
     draft = Draft(
         to=args["to"],
         act=cast(Act, args["act"]),
@@ -166,38 +51,30 @@ def send(args: dict[str, Any], home: str | None) -> None:
         task=args["task"] or None,
         needs_human=args["needs_human"],
     )
-    check(draft)
-    if not draft.body.strip() and not draft.subject:
-        raise BadUsage(
-            "the message is empty: give --body TEXT (or - to read stdin), or at least --subject.",
-        )
-    post(office, draft)
+    post(caller, draft)
 
 
 def reply(args: dict[str, Any], home: str | None) -> None:
-    office = open_office(home)
-    found = mail.find_message(office.box, args["msgid"])
+    caller = open_caller(home)
+    found = mail.find_message(caller.box, args["msgid"])
     if found is None:
         raise _missing(args["msgid"])
     parent = found[0]
-    if parent.sender == office.caller:
+    if parent.sender == caller.who:
         raise BadUsage(
             f"{args['msgid']} is a message you sent; to follow it up, use "
             f"`hive send --to {parent.to}` instead.",
         )
-    problem = mail.check_recipient(office.config, office.caller, parent.sender)
+    problem = mail.check_recipient(caller.config, caller.who, parent.sender)
     if problem:
         raise HiveError(f"cannot reply to {args['msgid']} from {parent.sender}: {problem}")
     body = body_text(args["body"], args["dash"])
     draft = mail.reply_draft(parent, cast(Act, args["act"]), body, needs_human=args["needs_human"])
-    check(draft)
-    if not draft.body.strip():
-        raise BadUsage("the reply is empty: give --body TEXT, or - to read stdin.")
-    post(office, draft)
+    post(caller, draft)
 
 
 def inbox(args: dict[str, Any], home: str | None) -> None:
-    office = open_office(home)
+    caller = open_caller(home)
 
     def skipped(path: Path, why: str) -> None:
         # Anyone can drop a file in an inbox folder; it must not hide the real mail.
@@ -207,20 +84,20 @@ def inbox(args: dict[str, Any], home: str | None) -> None:
             file=sys.stderr,
         )
 
-    messages = list(mail.iter_inbox(office.box, skipped))
+    messages = list(mail.iter_inbox(caller.box, skipped))
     print(msgspec.json.encode(messages).decode() if args["json"] else render.inbox(messages))
 
 
 def read(args: dict[str, Any], home: str | None) -> None:
-    office = open_office(home)
-    found = mail.find_message(office.box, args["msgid"])
+    caller = open_caller(home)
+    found = mail.find_message(caller.box, args["msgid"])
     if found is None:
         raise _missing(args["msgid"])
     message, path = found
     if args["json"]:
         print(msgspec.json.encode(message).decode())
         return
-    box = office.box
+    box = caller.box
     state = {box.inbox: "unread", box.done: "done", box.sent: "sent"}.get(path.parent, "")
     print(render.message(message, state))
 
@@ -228,7 +105,7 @@ def read(args: dict[str, Any], home: str | None) -> None:
 def done(args: dict[str, Any], home: str | None) -> None:
     if bool(args["msgids"]) == args["all"]:
         raise BadUsage("give message ids or --all, not both and not neither.")
-    box = open_office(home).box
+    box = open_caller(home).box
     ids = list(args["msgids"]) or [path.stem for path in mail.message_files(box.inbox)]
     marked, already, missing = [], [], []
     for message_id in ids:

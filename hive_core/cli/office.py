@@ -1,40 +1,46 @@
-"""`hive-office`: create, serve and (soon) open an office."""
+"""`hive-office` without a screen: create, serve and check an office, and the person's
+actions on a running one (a verb for each of actions.ACTIONS).
+
+This group never imports the app: hive_tui/main.py adds opening the office on screen
+(and --demo) on top of it, and is what the `hive-office` command runs."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import os
-import shutil
 import signal
 import sys
-from collections.abc import Iterator
-from typing import NoReturn
+from collections.abc import Callable, Iterator
+from typing import Any, NoReturn
 
 import click
+import msgspec
 
 from hive_core import control
-from hive_core.agents.supervisor import tool_path
+from hive_core.actions import ACTIONS, BY_NAME, Escalation, PersonAction
+from hive_core.cli.common import HOME_HELP
+from hive_core.cli.cost_cmd import cost_command
+from hive_core.cli.render import one_line
+from hive_core.cli.worktree_cmd import OFFICE_COMMANDS
 from hive_core.config import ConfigError, load_office
 from hive_core.hive import init_office, tighten_modes
 from hive_core.office import Office, OfficeBusy, office_lock
 from hive_core.paths import HivePaths, resolve_home
-from hive_core.schema import ControlCommand, ControlReply, ControlRequest
-
-HOME_HELP = "Office home (default: $HIVE_HOME, else ~/.hive-office)."
+from hive_core.schema import ControlReply, ControlRequest
 
 
 def _paths(home: str | None) -> HivePaths:
     return HivePaths(resolve_home(home))
 
 
-def _fail(message: str, code: int = 1) -> NoReturn:
+def fail(message: str, code: int = 1) -> NoReturn:
     click.echo(f"hive-office: {message}", err=True)
     sys.exit(code)
 
 
 @contextlib.contextmanager
-def _repo_refusals(paths: HivePaths) -> Iterator[None]:
+def repo_refusals(paths: HivePaths) -> Iterator[None]:
     """A hive repository the office must not commit on stops the command with a
     sentence, not a traceback."""
     from pygit2 import GitError
@@ -44,101 +50,40 @@ def _repo_refusals(paths: HivePaths) -> Iterator[None]:
     try:
         yield
     except RepoDamaged as e:
-        _fail(str(e))
+        fail(str(e))
     except GitError as e:
-        _fail(
+        fail(
             f"the hive at {paths.hive} is not a git repository the office can use ({e}). "
             "Move its .git aside and run `hive-office init` to start a new history; the "
             "hive's files are kept."
         )
 
 
-@click.group(invoke_without_command=True)
+@click.group()
 @click.option("--home", metavar="DIR", help=HOME_HELP)
-@click.option("--demo", is_flag=True, help="Open a demo office with scripted agents (no API key).")
 @click.pass_context
-def cli(ctx: click.Context, home: str | None, demo: bool) -> None:
-    """A terminal office for a team of coding agents.
+def cli(ctx: click.Context, home: str | None) -> None:
+    """The office without a screen: create, serve, check and act on it.
 
-    With no command it opens the office on screen (creating a default one in the home
-    first if there is none).
-
-    \b
-    Start here:
-      hive-office                 open the office (ctrl+] ? inside shows the keys)
-      hive-office init            create ~/.hive-office with a default team
-      hive-office serve           run the office headless (agents, router, committer)
-      hive send --to jim ...      talk to the team (see `hive --help`)
+    `hive-office` (hive_tui) adds opening the office on screen to these commands.
     """
     ctx.ensure_object(dict)
     ctx.obj["home"] = home
-    if ctx.invoked_subcommand is None:
-        if demo:
-            _demo(home)
-        else:
-            _open(_paths(home))
 
 
-def _need_terminal() -> None:
-    if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        _fail(
-            "the office on screen needs a terminal; run it in one (tmux and SSH are fine), "
-            "or use `hive-office serve` for the office without a screen.",
-            code=2,
-        )
-
-
-def _demo(home: str | None) -> None:
-    """A demo office in its own home (never yours), laid out afresh each run."""
-    from hive_core.demo.office import DemoHomeTaken, apply_env, demo_home, start_demo
-    from hive_tui.app import HiveApp
-
-    _need_terminal()
-    paths = HivePaths(demo_home(home))
-    claude = shutil.which(
-        "claude", path=os.pathsep.join([*tool_path(), os.environ.get("PATH", "")])
-    )
-    if claude is None:
-        _fail(
-            "the demo runs real Claude Code agents and `claude` is not installed. Run "
-            "./scripts/setup (it installs a pinned one) or `npm install -g @anthropic-ai/claude-code`."
-        )
+def create_office(paths: HivePaths) -> list[str]:
+    """Lay out what is missing of the office (never overwriting) and commit it; what
+    was created. Refusals end the command with a sentence."""
     try:
-        with office_lock(paths):
-            demo = start_demo(paths.home)
-            apply_env(demo)
-            try:
-                HiveApp(Office(paths, load_office(paths.office_toml)), demo=True).run()
-            finally:
-                demo.stop()
-    except (OfficeBusy, DemoHomeTaken) as e:
-        _fail(str(e))
-
-
-def _open(paths: HivePaths) -> None:
-    _need_terminal()
-    if not paths.office_toml.exists() or not paths.hive.is_dir():
-        try:
-            created = init_office(paths)
-        except ConfigError as e:
-            _fail(str(e))
-        from hive_core.committer import commit_all
-
-        with _repo_refusals(paths):
-            commit_all(paths.hive, "office: initialised")
-        tighten_modes(paths)  # libgit2 writes its objects group/other-readable
-        click.echo(f"hive-office: created a default office in {paths.home} ({len(created)} items).")
-    try:
-        config = load_office(paths.office_toml)
+        created = init_office(paths)
     except ConfigError as e:
-        _fail(str(e))
-    from hive_tui.app import HiveApp
+        fail(str(e))
+    from hive_core.committer import commit_all
 
-    try:
-        with office_lock(paths), _repo_refusals(paths):
-            HiveApp(Office(paths, config)).run()
-    except OfficeBusy as e:
-        _fail(str(e))
+    with repo_refusals(paths):
+        commit_all(paths.hive, "office: initialised" if created else "office: init re-run")
+    tighten_modes(paths)  # libgit2 writes its objects group/other-readable
+    return created
 
 
 @cli.command()
@@ -150,15 +95,7 @@ def init(ctx: click.Context, home: str | None) -> None:
     Safe to re-run: it only adds what is missing and never overwrites a file.
     """
     paths = _paths(home or ctx.obj["home"])
-    try:
-        created = init_office(paths)
-    except ConfigError as e:
-        _fail(str(e))
-    from hive_core.committer import commit_all
-
-    with _repo_refusals(paths):
-        commit_all(paths.hive, "office: initialised" if created else "office: init re-run")
-    tighten_modes(paths)  # libgit2 writes its objects group/other-readable
+    created = create_office(paths)
     if created:
         click.echo(f"Created the office in {paths.home}:")
         for item in created:
@@ -186,18 +123,18 @@ def serve(ctx: click.Context, home: str | None, no_agents: bool) -> None:
         signal.signal(sig, lambda signum, _frame: early.append(signum))
     paths = _paths(home or ctx.obj["home"])
     if not paths.hive.is_dir():
-        _fail(f"there is no office in {paths.home}. Run `hive-office init` first.")
+        fail(f"there is no office in {paths.home}. Run `hive-office init` first.")
     try:
         config = load_office(paths.office_toml)
     except ConfigError as e:
-        _fail(str(e))
+        fail(str(e))
     try:
-        with office_lock(paths), _repo_refusals(paths):
+        with office_lock(paths), repo_refusals(paths):
             office = Office(paths, config, agents=not no_agents)
             click.echo(f"hive-office: serving {paths.home} (pid {os.getpid()}); Ctrl+C to stop.")
             asyncio.run(_serve(office, early))
     except OfficeBusy as e:
-        _fail(str(e))
+        fail(str(e))
     click.echo("hive-office: stopped.")
 
 
@@ -227,77 +164,174 @@ def doctor(ctx: click.Context, home: str | None) -> None:
         sys.exit(1)
 
 
-def _control(home: str | None, req: ControlRequest) -> ControlReply:
+def _control(
+    home: str | None,
+    req: ControlRequest,
+    offline: Callable[[HivePaths, ControlRequest], ControlReply] | None = None,
+) -> ControlReply:
     paths = _paths(home)
     try:
         reply = control.request(paths.control_socket, req)
     except ConnectionError:
-        _fail(f"no office is running on {paths.home}; start one with `hive-office serve`.")
+        if offline is None:
+            fail(f"no office is running on {paths.home}; start one with `hive-office serve`.")
+        reply = offline(paths, req)
     if not reply.ok:
-        _fail(reply.error or "the office refused.")
+        fail(reply.error or "the office refused.")
     return reply
 
 
-@cli.command("type")
-@click.option("--home", metavar="DIR", help=HOME_HELP)
-@click.option("--no-enter", is_flag=True, help="Type the text but do not press Enter.")
-@click.argument("agent")
-@click.argument("text")
-@click.pass_context
-def type_(ctx: click.Context, home: str | None, no_enter: bool, agent: str, text: str) -> None:
-    """Type TEXT into AGENT's terminal, as you would in its pane (like tmux send-keys).
+# --- the person's actions: one verb each, from actions.ACTIONS ------------------------
 
-    \b
-    Example:
-      hive-office type michael "Plan the release and split it into tasks."
-    """
-    _control(
-        home or ctx.obj["home"],
-        ControlRequest(cmd="type", agent=agent, text=text, enter=not no_enter),
+_EPILOGS = {
+    "type": """\b
+Example:
+  hive-office type michael "Plan the release and split it into tasks."
+""",
+}
+# What a verb takes besides its target (the table says what it acts on, not how to type it).
+_EXTRA: dict[str, list[click.Parameter]] = {
+    "type": [
+        click.Option(["--no-enter"], is_flag=True, help="Type the text but do not press Enter."),
+        click.Argument(["text"]),
+    ],
+    "answer": [click.Argument(["text"])],
+    "escalations": [click.Option(["--json", "as_json"], is_flag=True, help="Print JSON.")],
+    "why": [click.Option(["--json", "as_json"], is_flag=True, help="Print JSON.")],
+    "hire": [
+        click.Argument(["agent"]),
+        click.Option(["--name"], required=True, help="Its name, as the roster and map show it."),
+        click.Option(["--role"], default="", help="One line: what it does for the team."),
+        click.Option(
+            ["--provider"], required=True, help="Its CLI: claude, codex, gemini or shell."
+        ),
+        click.Option(["--web"], is_flag=True, help="It reads the web (its mail is marked)."),
+    ],
+}
+
+
+def _request(action: PersonAction, params: dict[str, Any]) -> ControlRequest:
+    if action.target == "agent":
+        return ControlRequest(
+            cmd=action.name,
+            agent=params["agent"],
+            text=params.get("text") or "",
+            enter=not params.get("no_enter", False),
+        )
+    if action.target == "message":
+        return ControlRequest(cmd=action.name, message=params["message"], text=params["text"])
+    if action.name == "hire":
+        return ControlRequest(
+            cmd=action.name,
+            agent=params["agent"],
+            name=params["name"],
+            role=params["role"],
+            provider=params["provider"],
+            web=params["web"],
+        )
+    return ControlRequest(cmd=action.name)
+
+
+def _hire_offline(paths: HivePaths, req: ControlRequest) -> ControlReply:
+    """With no office running, the entry is written for the next start (under the
+    office's lock, so an office starting meanwhile reads the file before or after)."""
+    from hive_core.hire import HireRefused, hire_into, new_spec
+
+    try:
+        with office_lock(paths):
+            config = load_office(paths.office_toml)
+            manager = next(a for a in config.agents if a.id == config.office.manager)
+            spec = new_spec(
+                req.agent or "",
+                name=req.name,
+                role=req.role,
+                provider=req.provider,
+                web=req.web,
+                cwd=manager.cwd,
+            )
+            hire_into(paths.office_toml, spec)
+    except OfficeBusy:
+        fail("the office is starting; try again in a moment.")
+    except (ConfigError, HireRefused) as e:
+        return ControlReply(ok=False, error=str(e))
+    return ControlReply(
+        ok=True, detail=f"{spec.id} is on the roster in office.toml; it starts with the office."
     )
 
 
-# The person's one-agent actions on a running office: (command, help, what to say after).
-AGENT_ACTIONS: list[tuple[ControlCommand, str, str]] = [
-    (
-        "pause",
-        "Pause AGENT: its next tool call is refused and it is not kept working for mail.",
-        "{agent} is paused; `hive-office resume {agent}` lets it go on.",
-    ),
-    ("resume", "Resume a paused or halted AGENT.", "{agent} is resumed."),
-    (
-        "halt",
-        "Halt AGENT: it stops at its next hook (`resume` lets it go on).",
-        "{agent} will stop at its next hook.",
-    ),
-    (
-        "archive",
-        "Archive AGENT: its CLI stops and mail to it goes to the manager (`spawn` brings it back).",
-        "{agent} is archived.",
-    ),
-    (
-        "spawn",
-        "Start AGENT if it is not running (an archived agent comes back to the floor).",
-        "{agent} is starting.",
-    ),
-]
+def _show(action: PersonAction, reply: ControlReply, params: dict[str, Any]) -> None:
+    if action.name == "escalations" and not params.get("as_json"):
+        waiting = msgspec.json.decode(reply.detail or "[]", type=list[Escalation])
+        click.echo(render_escalations(waiting))
+    elif action.name == "why" and not params.get("as_json"):
+        click.echo(render_why(params["agent"], reply.detail))
+    elif reply.detail:
+        click.echo(reply.detail)
 
 
-def _agent_action(command: ControlCommand, help_text: str, done: str) -> click.Command:
-    @click.pass_context
-    def action(ctx: click.Context, home: str | None, agent: str) -> None:
-        _control(home or ctx.obj["home"], ControlRequest(cmd=command, agent=agent))
-        click.echo(done.format(agent=agent))
+def render_why(agent: str, detail: str | None) -> str:
+    """`jim: idle_unread`, the sentence, and the evidence (the office's own words)."""
+    from hive_core.status import AgentStatus
 
-    action.__doc__ = help_text
-    decorated = click.option("--home", metavar="DIR", help=HOME_HELP)(
-        click.argument("agent")(action)
+    status = msgspec.json.decode(detail or "null", type=AgentStatus | None)
+    if status is None:
+        return f"{agent}: the office has not explained it yet; ask again in a moment."
+    return "\n".join(
+        [
+            f"{agent}: {status.kind}",
+            one_line(status.why, 2000),
+            f"evidence: {one_line(status.evidence, 500)}",
+        ]
     )
-    return click.command(command)(decorated)
 
 
-for _command, _help, _done in AGENT_ACTIONS:
-    cli.add_command(_agent_action(_command, _help, _done))
+def render_escalations(waiting: list[Escalation]) -> str:
+    """The person's waiting mail as lines; what others wrote is shown cleaned."""
+    if not waiting:
+        return "Nothing waits for you."
+    sender_w = max(len(e.sender) for e in waiting)
+    lines = [f"{len(waiting)} waiting for you, newest first:"]
+    for e in waiting:
+        flags = "".join(
+            [
+                " [needs human]" if e.needs_human else "",
+                f" [task {one_line(e.task)}]" if e.task else "",
+            ]
+        )
+        subject = one_line(e.subject) or "(no subject)"
+        lines.append(f"  {e.id}  {one_line(e.sender):<{sender_w}}  {subject}{flags}")
+    lines.append("Answer one: `hive-office answer ID TEXT`.")
+    return "\n".join(lines)
+
+
+def _action_command(action: PersonAction) -> click.Command:
+    def callback(home: str | None, **params: Any) -> None:
+        ctx = click.get_current_context()
+        offline = _hire_offline if action.name == "hire" else None
+        reply = _control(home or ctx.obj["home"], _request(action, params), offline)
+        _show(action, reply, params)
+
+    target = {"agent": [click.Argument(["agent"])], "message": [click.Argument(["message"])]}
+    return click.Command(
+        action.name,
+        callback=callback,
+        params=[
+            click.Option(["--home"], metavar="DIR", help=HOME_HELP),
+            *target.get(action.target, []),
+            *_EXTRA.get(action.name, []),
+        ],
+        help=action.help,
+        epilog=_EPILOGS.get(action.name),
+    )
+
+
+for _action in ACTIONS:
+    cli.add_command(_action_command(_action))
+# Letting an agent go is archiving it: its desk, mail and memory are kept.
+cli.add_command(_action_command(BY_NAME["archive"]), name="fire")
+for _command in OFFICE_COMMANDS:
+    cli.add_command(_command)
+cli.add_command(cost_command)
 
 
 def main() -> None:

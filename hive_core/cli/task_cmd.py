@@ -24,9 +24,17 @@ import click
 import msgspec
 
 from hive_core import mail, tasks
-from hive_core.caller import CallerError, authenticated_caller
-from hive_core.cli.group import current_office, home_option
-from hive_core.cli.mail_cmd import BadUsage, HiveError, Office, check, post, read_source
+from hive_core.caller import Caller
+from hive_core.cli.common import (
+    BadUsage,
+    HiveError,
+    click_home,
+    home_option,
+    open_caller,
+    post,
+    require_proof,
+    text_or_stdin,
+)
 from hive_core.cli.render import clean, one_line
 from hive_core.ids import utc_now_iso
 from hive_core.schema import BODY_MAX, HUMAN, SUBJECT_MAX, Draft, OfficeConfig, Task
@@ -35,29 +43,24 @@ NO_SPEC = "No spec was given beyond the title; ask god if it is not enough."
 TITLE_WIDTH = 60
 
 
-def _office() -> Office:
-    """The office, with the caller proven by the office when it runs."""
-    office = current_office()
-    try:
-        caller = authenticated_caller(office.paths, office.config)
-    except CallerError as e:
-        raise HiveError(str(e)) from None
-    return office._replace(caller=caller)
+def _caller(*, proof: bool = False) -> Caller:
+    return open_caller(click_home(), proof=proof)
 
 
-def _writes(office: Office) -> bool:
-    return office.caller in (office.manager, HUMAN)
+def _writes(caller: Caller) -> bool:
+    return caller.who in (caller.manager, HUMAN)
 
 
-def _writer() -> Office:
-    office = _office()
-    if not _writes(office):
+def _writer() -> Caller:
+    """The caller, proven (the office must run), if it may change the ledger."""
+    caller = _caller(proof=True)
+    if not _writes(caller):
         raise HiveError(
-            f"only the manager ({office.manager}) changes the task ledger: report your own "
+            f"only the manager ({caller.manager}) changes the task ledger: report your own "
             "work with `hive task done ID --result ...` and ask for anything else with "
             "`hive send --to god`."
         )
-    return office
+    return caller
 
 
 def _assignable(config: OfficeConfig) -> frozenset[str]:
@@ -75,20 +78,15 @@ def _ledger_errors() -> Iterator[None]:
         raise HiveError(str(e)) from None
 
 
-def _text(value: str) -> str:
-    """TEXT as given, or stdin for `-`."""
-    return read_source("-", BODY_MAX) if value == "-" else value
-
-
 def _subject(prefix: str, title: str) -> str:
     subject = prefix + title
     return subject if len(subject) <= SUBJECT_MAX else subject[: SUBJECT_MAX - 1] + "…"
 
 
-def _assignment(office: Office, task: Task) -> Draft | None:
+def _assignment(caller: Caller, task: Task) -> Draft | None:
     """The request that tells the assignee about `task`, checked so that a refusal
     comes before anything is written; None when there is nobody else to tell."""
-    if task.assignee is None or task.assignee == office.caller:
+    if task.assignee is None or task.assignee == caller.who:
         return None
     draft = Draft(
         to=task.assignee,
@@ -97,10 +95,9 @@ def _assignment(office: Office, task: Task) -> Draft | None:
         body=task.spec if task.spec.strip() else NO_SPEC,
         task=task.id,
     )
-    problem = mail.check_recipient(office.config, office.caller, draft.to)
+    problem = mail.draft_problem(caller.config, caller.who, draft)
     if problem:
         raise HiveError(f"cannot tell {draft.to} about {task.id}: {problem}")
-    check(draft)
     return draft
 
 
@@ -157,14 +154,14 @@ def list_tasks(as_json: bool, mine: bool, statuses: tuple[str, ...]) -> None:
       hive task list --mine --status doing
       hive task list --json | jq '.tasks[] | select(.status != "done") | .id'
     """
-    office = _office() if mine else current_office()
+    caller = _caller()
     with _ledger_errors():
-        ledger = tasks.load_ledger(office.paths.tasks)
+        ledger = tasks.load_ledger(caller.paths.tasks)
     everything = tasks.tasks_of(ledger)
     chosen = [
         (raw, t)
         for raw, t in zip(ledger["tasks"], everything, strict=True)
-        if (not mine or t.assignee == office.caller) and (not statuses or t.status in statuses)
+        if (not mine or t.assignee == caller.who) and (not statuses or t.status in statuses)
     ]
     if as_json:
         # The raw objects, so fields this version does not know reach the reader too.
@@ -230,14 +227,14 @@ def add(
       hive task add "Ship 0.2" --depends-on t1 --depends-on t2 --priority 1
       hive task add "Fix the flaky router test" --assignee jim --spec - < notes.md
     """
-    office = _writer()
-    spec_text = _text(spec)
-    paths = office.paths
+    caller = _writer()
+    spec_text = text_or_stdin(spec)
+    paths = caller.paths
     with tasks.locked(paths), _ledger_errors():
         ledger, added = tasks.add_task(
             tasks.load_ledger(paths.tasks),
             title,
-            assignable=_assignable(office.config),
+            assignable=_assignable(caller.config),
             now=utc_now_iso(),
             task_id=task_id,
             spec=spec_text,
@@ -245,12 +242,12 @@ def add(
             priority=priority,
             depends_on=depends_on,
         )
-        request = _assignment(office, added)
+        request = _assignment(caller, added)
         tasks.save_ledger(paths.tasks, ledger)
     owner = f" (assigned to {added.assignee})" if added.assignee else ""
     click.echo(f"added {added.id}: {one_line(added.title)}{owner}")
     if request is not None:
-        post(office, request)
+        post(caller, request)
 
 
 @task.command()
@@ -263,21 +260,21 @@ def assign(task_id: str, agent_id: str) -> None:
     \b
       hive task assign t3 pam
     """
-    office = _writer()
-    paths = office.paths
+    caller = _writer()
+    paths = caller.paths
     with tasks.locked(paths), _ledger_errors():
         before = tasks.load_ledger(paths.tasks)
         ledger, assigned = tasks.assign_task(
-            before, task_id, agent_id, assignable=_assignable(office.config), now=utc_now_iso()
+            before, task_id, agent_id, assignable=_assignable(caller.config), now=utc_now_iso()
         )
         if tasks.find_task(before, task_id).assignee == agent_id:
             click.echo(f"{task_id} is already assigned to {agent_id}; nothing changed.")
             return
-        request = _assignment(office, assigned)
+        request = _assignment(caller, assigned)
         tasks.save_ledger(paths.tasks, ledger)
     click.echo(f"{task_id} assigned to {agent_id}")
     if request is not None:
-        post(office, request)
+        post(caller, request)
 
 
 @task.command()
@@ -321,12 +318,12 @@ def update(
       hive task update t3 --clear assignee --clear depends_on
       hive task update t3 --status blocked --question "May we drop Python 3.10?"
     """
-    office = _writer()
+    caller = _writer()
     given: dict[str, object] = {
         name: value
         for name, value in (
             ("title", title),
-            ("spec", None if spec is None else _text(spec)),
+            ("spec", None if spec is None else text_or_stdin(spec)),
             ("status", status),
             ("priority", priority),
             ("depends_on", list(depends_on) if depends_on else None),
@@ -342,18 +339,16 @@ def update(
             "--clear or --question."
         )
     changes: dict[str, object] = {**given, **dict.fromkeys(cleared)}
-    paths = office.paths
+    paths = caller.paths
     with tasks.locked(paths), _ledger_errors():
         ledger = tasks.load_ledger(paths.tasks)
         now = utc_now_iso()
         if changes:
             ledger, _ = tasks.update_task(
-                ledger, task_id, changes, assignable=_assignable(office.config), now=now
+                ledger, task_id, changes, assignable=_assignable(caller.config), now=now
             )
         if question is not None:
-            ledger, _ = tasks.ask_question(
-                ledger, task_id, question, asked_by=office.caller, now=now
-            )
+            ledger, _ = tasks.ask_question(ledger, task_id, question, asked_by=caller.who, now=now)
         tasks.save_ledger(paths.tasks, ledger)
     what = [*changes] + (["a question for the person"] if question is not None else [])
     click.echo(f"updated {task_id}: {', '.join(what)}")
@@ -373,12 +368,13 @@ def done_task(task_id: str, result: str) -> None:
       hive task done t3 --result "Parser in src/config.py, tests in tests/test_config.py"
       hive task done t3 --result - < summary.md
     """
-    office = _office()
-    text = _text(result)
+    caller = _caller()
+    text = text_or_stdin(result)
     if not text.strip():
         raise BadUsage('the result is empty: say what was done and where, --result "...".')
-    paths = office.paths
-    if _writes(office):
+    paths = caller.paths
+    if _writes(caller):
+        require_proof(caller)
         with tasks.locked(paths), _ledger_errors():
             ledger, _ = tasks.complete_task(
                 tasks.load_ledger(paths.tasks), task_id, text, now=utc_now_iso()
@@ -395,6 +391,94 @@ def done_task(task_id: str, result: str) -> None:
         body=text,
         task=finished.id,
     )
-    check(report)
-    post(office, report)
-    click.echo(f"The manager ({office.manager}) records {task_id} as done in the ledger.")
+    post(caller, report)
+    click.echo(f"The manager ({caller.manager}) records {task_id} as done in the ledger.")
+
+
+@task.command()
+@click.argument("task_id", metavar="ID")
+@click.argument("text", metavar="TEXT|-")
+@home_option
+def checkpoint(task_id: str, text: str) -> None:
+    """Record where task ID got to (its assignee, or the manager): what is done, what is
+    next. A retry starts from the last checkpoint.
+
+    \b
+      hive task checkpoint t3 "Parser done and tested; next: error messages with lines"
+    """
+    caller = require_proof(_caller(proof=True))
+    body = text_or_stdin(text)
+    paths = caller.paths
+    with tasks.locked(paths), _ledger_errors():
+        ledger = tasks.load_ledger(paths.tasks)
+        held_by = tasks.find_task(ledger, task_id).assignee
+        # The one ledger write a worker makes: its own task's checkpoint.
+        if not _writes(caller) and caller.who != held_by:
+            raise HiveError(
+                f"{task_id} is {f'assigned to {held_by}' if held_by else 'not assigned'}: only "
+                f"its assignee or the manager ({caller.manager}) records its checkpoint."
+            )
+        ledger, _ = tasks.record_checkpoint(ledger, task_id, body, by=caller.who, now=utc_now_iso())
+        tasks.save_ledger(paths.tasks, ledger)
+    click.echo(f"checkpoint recorded on {task_id}")
+
+
+@task.command()
+@click.argument("task_id", metavar="ID")
+@click.option("--to", "to", metavar="AGENT", help="Give it to AGENT (default: its assignee).")
+@home_option
+def retry(task_id: str, to: str | None) -> None:
+    """Try task ID again (the manager): one more attempt, given to its assignee or
+    AGENT, who gets the spec and the last checkpoint as a request.
+
+    \b
+      hive task retry t3
+      hive task retry t3 --to pam
+    """
+    caller = _writer()
+    paths = caller.paths
+    with tasks.locked(paths), _ledger_errors():
+        ledger, retried = tasks.retry_task(
+            tasks.load_ledger(paths.tasks),
+            task_id,
+            to,
+            assignable=_assignable(caller.config),
+            now=utc_now_iso(),
+        )
+        request = _retry_request(caller, retried)
+        tasks.save_ledger(paths.tasks, ledger)
+    click.echo(f"{task_id} is attempt {retried.attempts}, assigned to {retried.assignee}")
+    if request is not None:
+        post(caller, request)
+
+
+def _retry_request(caller: Caller, task: Task) -> Draft | None:
+    """The request that gives the task out again: where the last attempt got to first,
+    then the spec (cut if both would not fit in one message)."""
+    assert task.assignee is not None
+    if task.assignee == caller.who:
+        return None
+    if task.checkpoint:
+        start = (
+            f"Attempt {task.attempts}. Start from the last checkpoint "
+            f"({task.checkpoint_by}, {task.checkpoint_at}):\n{task.checkpoint}"
+        )
+    else:
+        start = f"Attempt {task.attempts}. No checkpoint was recorded: start from the spec."
+    spec = task.spec if task.spec.strip() else NO_SPEC
+    body = f"{start}\n\nThe task:\n{spec}"
+    if len(body.encode()) > BODY_MAX:
+        cut = "\n(the spec is cut here; `hive task list --json` has all of it)"
+        room = BODY_MAX - len(cut.encode())
+        body = body.encode()[:room].decode(errors="ignore") + cut
+    draft = Draft(
+        to=task.assignee,
+        act="request",
+        subject=_subject(f"task {task.id}, attempt {task.attempts}: ", task.title),
+        body=body,
+        task=task.id,
+    )
+    problem = mail.draft_problem(caller.config, caller.who, draft)
+    if problem:
+        raise HiveError(f"cannot tell {draft.to} about {task.id}: {problem}")
+    return draft

@@ -11,7 +11,11 @@ The public API (everything else in this package is internal):
         # scope: "own" (the caller's private notes, memory.md, archive), "office" (board,
         # tasks, triage, promoted knowledge, messages the caller sent or received), "all".
         # mode="keyword" (default), "semantic" or "hybrid"; the last two raise
-        # SemanticUnavailable without the `semantic` extra.
+        # SemanticUnavailable without the `semantic` extra. For the person (human),
+        # "all" is every scope: agents' private memory too, each hit's owner says whose.
+        store.search("", caller="jim", filters=Filters(tags=("task:t-1",), source="task"))
+        # exact filters (tags, source, external_id) inside the query; with no text they
+        # list what they admit, newest first
         # An empty, None or unknown caller raises CallerRefused before any query runs.
 
         store.apply(entries_for(paths, changed))  # the watcher: changed absolute paths
@@ -28,7 +32,9 @@ The public API (everything else in this package is internal):
     promote(paths, entry_id, by, store=None)  # the manager or the person only (NotAllowed
                                               # otherwise): private entry -> promoted/<id>.json,
                                               # office scope; returns the promoted Entry
-    archive_file(paths, "jim")                # agents/jim/memory/archive.md (tidy's target)
+    forget(paths, entry_id, by, store=None)   # drop the entry from its hive file; private
+    edit(paths, entry_id, by, text, store=None)  # memory by its owner only, office knowledge
+                                              # by the manager or the person (NotAllowed)
     chunks(markdown)                          # how a memory file splits into entries
 
 `store` arguments are optional: pass an open store to reuse it, or one is opened and
@@ -43,11 +49,12 @@ not stop a hostile process of the same user, which can read memory.db or the hiv
 """
 
 from hive_core.memory.embed import SemanticUnavailable
-from hive_core.memory.sources import archive_file, chunks, entries_for, note, promote
+from hive_core.memory.sources import chunks, entries_for
 from hive_core.memory.store import (
     CallerRefused,
     Changes,
     Entry,
+    Filters,
     Hit,
     MemoryStore,
     MemoryStoreError,
@@ -55,20 +62,23 @@ from hive_core.memory.store import (
     NotFound,
     open_store,
 )
+from hive_core.memory.write import edit, forget, note, promote
 
 __all__ = [
     "CallerRefused",
     "Changes",
     "Entry",
+    "Filters",
     "Hit",
     "MemoryStore",
     "MemoryStoreError",
     "NotAllowed",
     "NotFound",
     "SemanticUnavailable",
-    "archive_file",
     "chunks",
+    "edit",
     "entries_for",
+    "forget",
     "note",
     "open_store",
     "promote",

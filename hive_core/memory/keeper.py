@@ -1,5 +1,6 @@
-"""The office's side of memory: keep memory.db current as the hive changes, and tidy an
-agent's notes when it goes idle. All SQLite work happens on one thread of its own (a
+"""The office's side of memory: keep memory.db current as the hive changes, tidy an
+agent's notes when it goes idle, and apply office.toml's retention to every agent's
+notes and archive at start and every RETENTION_INTERVAL_S. All SQLite work happens on one thread of its own (a
 connection belongs to the thread that opened it), so the office's loop never waits on it.
 """
 
@@ -10,22 +11,33 @@ import concurrent.futures
 from collections.abc import Callable
 from pathlib import Path
 
+from hive_core.memory.fold import should_tidy
+from hive_core.memory.retention import Retention, sweep
 from hive_core.memory.sources import entries_for
 from hive_core.memory.store import MemoryStore, open_store
-from hive_core.memory.tidy import should_tidy, summariser_for, tidy
+from hive_core.memory.tidy import summariser_for, tidy
 from hive_core.paths import HivePaths
-from hive_core.schema import AgentSpec
+from hive_core.schema import AgentSpec, is_agent_id
 
 # Changes are indexed in batches at most this often (a routing burst is one batch).
 INDEX_INTERVAL_S = 0.2
+# Retention is about days and megabytes: an hourly sweep is prompt enough.
+RETENTION_INTERVAL_S = 3600.0
 
 
 class MemoryKeeper:
     def __init__(
-        self, paths: HivePaths, *, budget: int, use_cli: bool, log: Callable[[str, str], None]
+        self,
+        paths: HivePaths,
+        *,
+        budget: int,
+        use_cli: bool,
+        log: Callable[[str, str], None],
+        retention: Retention | None = None,
     ) -> None:
         self.paths = paths
         self.budget = budget
+        self.retention = retention or Retention()
         # Fold with the agent's own CLI (a model call) where it has one, else by rule.
         self.use_cli = use_cli
         self.log = log
@@ -47,14 +59,24 @@ class MemoryKeeper:
         loop = asyncio.get_running_loop()
         try:
             await loop.run_in_executor(self._thread, self._open)
+            sweep_at = loop.time()
             while not stop.is_set():
+                if self.retention.on and loop.time() >= sweep_at:
+                    await loop.run_in_executor(self._thread, self._sweep)
+                    sweep_at = loop.time() + RETENTION_INTERVAL_S
                 waiters = [
                     asyncio.ensure_future(self._wake.wait()),
                     asyncio.ensure_future(stop.wait()),
                 ]
-                await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(
+                    waiters,
+                    timeout=max(0.0, sweep_at - loop.time()) if self.retention.on else None,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
                 for waiter in waiters:
                     waiter.cancel()
+                if not self._wake.is_set():
+                    continue  # stopping, or time for the sweep
                 self._wake.clear()
                 await asyncio.sleep(INDEX_INTERVAL_S)
                 batch, self._changed = self._changed, set()
@@ -128,3 +150,14 @@ class MemoryKeeper:
             return
         if fold is not None:
             self.log(spec.id, f"memory tidied ({fold.method}): {len(fold.changes)} change(s)")
+
+    def _sweep(self) -> None:
+        agents = sorted(p.name for p in self.paths.agents_dir.glob("*") if is_agent_id(p.name))
+        for agent_id in agents:
+            try:
+                dropped = sweep(self.paths, agent_id, self.retention, store=self._store)
+            except Exception as exc:
+                self.log(agent_id, f"memory retention failed (nothing dropped): {exc!r}")
+                continue
+            if dropped:
+                self.log(agent_id, f"memory retention dropped {dropped} old piece(s)")

@@ -1,4 +1,4 @@
-"""What in the hive becomes a memory entry, and the two writes memory makes to the hive.
+"""What in the hive becomes a memory entry.
 
 Every entry is derived from one hive file, so the index can always be rebuilt:
 
@@ -13,6 +13,8 @@ Every entry is derived from one hive file, so the index can always be rebuilt:
 | promoted/<entry id>.json                       | promoted | office                        |
 | <mailbox>/inbox/, inbox/.done/, outbox/.sent/  | message  | office, only that mailbox's   |
 |                                                |          | owner (participants)          |
+| ../ci-logs/<owner>/<repo>/<run>/<attempt>/     | ci       | office (hive_core/ci_logs.py: |
+| run.json, the run and each failed job          |          | the CI-log cache, home level) |
 
 A message is indexed once per mailbox copy: the sender's `.sent` copy is visible to
 the sender, each recipient's inbox copy to that recipient, so exactly the agents who
@@ -20,10 +22,11 @@ sent or received a message find it. Its external id (`<mailbox>/<msgid>`) surviv
 move from inbox/ to inbox/.done/.
 
 `entries_for` is what the office's watcher calls with the paths that changed: it reads
-only those files. `note` and `promote` write a hive file and index it at once.
+only those files. Which file is which comes from `HivePaths.locate`, the layout's one
+reverse lookup. `memory/write.py` makes the two writes memory makes to the hive.
 
 A source is read only where its real path stays inside its owner's folder
-(`owner_folder`): a symlink an agent plants in its own folder (memory/archive.md ->
+(`Located.folder`): a symlink an agent plants in its own folder (memory/archive.md ->
 another agent's notes) is refused with a reason, never followed, so nobody's private
 memory shows in another's search.
 """
@@ -37,41 +40,29 @@ import re
 import stat
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Literal, NamedTuple
 
 import msgspec
 
-from hive_core.config import load_office
-from hive_core.fsio import append_line, atomic_write, is_temp_name
-from hive_core.memory.store import (
-    OFFICE,
-    Changes,
-    Entry,
-    MemoryStore,
-    NotAllowed,
-    NotFound,
-    Scope,
-    Source,
-    hive_relative,
-    now_iso,
-    open_store,
-)
-from hive_core.paths import HivePaths
+from hive_core import ci_logs
+from hive_core.fsio import is_temp_name
+from hive_core.memory.entry import OFFICE, Changes, Entry, Scope, Source, hive_relative
+from hive_core.paths import HivePaths, PlaceKind
 from hive_core.schema import HUMAN, Ledger, Message, is_agent_id
 
-PROMOTED_DIR = "promoted"
-NOTE_MAX = 16 * 1024
-MESSAGE_FOLDERS = (("inbox",), ("inbox", ".done"), ("outbox", ".sent"))
-
-Kind = Literal["note", "memory", "archive", "board", "task", "triage", "promoted", "message"]
+Kind = Literal["note", "memory", "archive", "board", "task", "triage", "promoted", "message", "ci"]
 
 
 class Located(NamedTuple):
-    """A source file: its kind, and the agent (or person) whose folder holds it."""
+    """A source file: its kind, the agent (or person) whose folder holds it, its path as
+    the index keeps it (relative to the hive, POSIX), and the hive-relative folder its
+    real path must stay inside (its owner's folder, triage/, promoted/, or itself)."""
 
     kind: Kind
     owner: str
+    rel: str
+    folder: str
 
 
 class Promoted(msgspec.Struct, kw_only=True):
@@ -91,15 +82,75 @@ class OutsideOwner(Exception):
     """A source file whose real path leaves its owner's folder; the message says where."""
 
 
-def owner_folder(rel: PurePosixPath) -> PurePosixPath:
-    """What a source at `rel` must stay inside (pure): an agent's or the person's folder,
-    triage/ or promoted/, or for board.md and tasks.json the file itself."""
-    top = rel.parts[0]
-    if top == "agents":
-        return PurePosixPath(*rel.parts[:2])
-    if top in (HUMAN, "triage", PROMOTED_DIR):
-        return PurePosixPath(top)
-    return rel
+# The places (HivePaths.locate) in a mailbox that are memory sources, and the source each is.
+_OWN_SOURCES: dict[PlaceKind, Kind] = {"memory": "memory", "notes": "note", "archive": "archive"}
+_MESSAGE_PLACES: frozenset[PlaceKind] = frozenset({"inbox", "done", "sent"})
+
+# The layout as hive-relative strings, from HivePaths, cached: the watcher's bursts ask
+# for thousands of files of a few owners, and pathlib would cost more than the rest.
+
+
+@functools.lru_cache(maxsize=8)
+def _office_sources(paths: HivePaths) -> tuple[dict[str, Kind], dict[str, Kind]]:
+    """(the office's files that are sources, the folders whose `*.json` are)."""
+    hive = paths.hive
+    files: dict[str, Kind] = {
+        hive_relative(hive, paths.board): "board",
+        hive_relative(hive, paths.tasks): "task",
+    }
+    folders: dict[str, Kind] = {
+        hive_relative(hive, paths.triage): "triage",
+        hive_relative(hive, paths.promoted): "promoted",
+    }
+    return files, folders
+
+
+@functools.lru_cache(maxsize=1024)
+def _mailbox_folders(paths: HivePaths, owner: str) -> tuple[str, frozenset[str]]:
+    """(the owner's folder, the folders its messages are kept in)."""
+    box = paths.mailbox(owner)
+    kept = frozenset(hive_relative(paths.hive, d) for d in box.message_dirs())
+    return hive_relative(paths.hive, box.root), kept
+
+
+def _in_hive(paths: HivePaths, path: Path | str) -> str | None:
+    """`path` (absolute, or relative to the home) relative to the hive, normalised; None
+    outside it."""
+    hive = os.path.normpath(paths.hive)
+    file = os.path.normpath(os.path.join(paths.home, path))
+    return file[len(hive) + 1 :] if file.startswith(hive + "/") else None
+
+
+def locate(paths: HivePaths, path: Path | str) -> Located | None:
+    """Which kind of source `path` (absolute, or relative to the home) is, if any (pure).
+    A message is a `*.json` right inside a mailbox's inbox, inbox/.done or outbox/.sent;
+    triage and promoted entries are `*.json` right inside their folders."""
+    place = paths.locate(path)
+    if place is not None and place.kind == "ci_logs":
+        ci = ci_logs.summary_rel(paths, path)
+        return Located("ci", OFFICE, ci, ci) if ci is not None else None
+    rel = _in_hive(paths, path)
+    if place is None or rel is None:
+        return None
+    parent, _, name = rel.rpartition("/")
+    if is_temp_name(name):
+        return None
+    kind, owner = place
+    json = name.endswith(".json")
+    if owner is None:
+        files, folders = _office_sources(paths)
+        if rel in files:
+            return Located(files[rel], OFFICE, rel, rel)
+        if json and parent in folders:
+            return Located(folders[parent], OFFICE, rel, parent)
+        return None
+    if owner != HUMAN and not is_agent_id(owner):
+        return None
+    root, kept = _mailbox_folders(paths, owner)
+    if kind in _MESSAGE_PLACES:
+        return Located("message", owner, rel, root) if json and parent in kept else None
+    own = _OWN_SOURCES.get(kind)
+    return Located(own, owner, rel, root) if own and owner != HUMAN else None
 
 
 @functools.lru_cache(maxsize=8)
@@ -109,89 +160,60 @@ def _real_root(hive: str) -> str:
     return os.path.realpath(hive)
 
 
-def _confined(hive: Path, rel: PurePosixPath, folders: dict[str, str] | None = None) -> str:
-    """`folders` keeps real paths of folders for one batch: a burst is thousands of files
-    in a few folders, and realpath walks every component of every path it is given."""
-    root = os.fspath(hive)
-    base = f"{_real_root(root)}/{owner_folder(rel)}"
-    path = f"{root}/{rel}"
+def _confined(
+    paths: HivePaths, rel: str, folder: str, folders: dict[str, str] | None = None
+) -> str:
+    """The real path of hive/`rel` if it stays inside hive/`folder`. `folders` keeps
+    real paths of folders for one batch: a burst is thousands of files in a few
+    folders, and realpath walks every component of every path it is given."""
+    hive = os.fspath(paths.hive)
+    base = f"{_real_root(hive)}/{folder}"
+    path = f"{hive}/{rel}"
     if folders is None or os.path.islink(path):
         real = os.path.realpath(path)
     else:
-        folder, name = os.path.split(path)
-        if (real_folder := folders.get(folder)) is None:
-            real_folder = folders[folder] = os.path.realpath(folder)
-        real = f"{real_folder}/{name}"
+        parent, name = os.path.split(path)
+        if (real_parent := folders.get(parent)) is None:
+            real_parent = folders[parent] = os.path.realpath(parent)
+        real = f"{real_parent}/{name}"
     if real != base and not real.startswith(base + "/"):
         raise OutsideOwner(
-            f"{rel} leads out of {owner_folder(rel)} (to {real}) through a symlink; "
-            "it is not read. Replace the symlink with the file itself."
+            f"{rel} leads out of {folder} (to {real}) through a symlink; it is not read. "
+            "Replace the symlink with the file itself."
         )
     return real
 
 
-def confined(hive: Path, rel: PurePosixPath) -> Path:
-    """The real path of hive/`rel`, if it stays inside its owner's folder; OutsideOwner
-    if a symlink on the way leads out (a symlinked owner folder included)."""
-    return Path(_confined(hive, rel))
+def confined(paths: HivePaths, file: Path) -> Path:
+    """The real path of `file`, a file in a mailbox, if it stays inside that mailbox;
+    OutsideOwner if a symlink on the way leads out (a symlinked mailbox included).
+    ValueError for a file in no mailbox."""
+    place = paths.locate(file)
+    rel = _in_hive(paths, file)
+    if place is None or place.owner is None or rel is None:
+        raise ValueError(f"{file} is in no mailbox of the office at {paths.home}")
+    return Path(_confined(paths, rel, _mailbox_folders(paths, place.owner)[0]))
 
 
 def read_confined(
-    hive: Path, rel: PurePosixPath, folders: dict[str, str] | None = None
+    paths: HivePaths, found: Located, folders: dict[str, str] | None = None
 ) -> tuple[bytes, float]:
     """(content, mtime) of a source file read without following a symlink out of its
     owner's folder. OSError if it is not a regular file (a FIFO is never waited on)."""
-    real = _confined(hive, rel, folders)
+    real = _confined(paths, found.rel, found.folder, folders)
     fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     with os.fdopen(fd, "rb") as f:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise IsADirectoryError(f"{rel} is not a regular file")
+            raise IsADirectoryError(f"{found.rel} is not a regular file")
         return f.read(), st.st_mtime
-
-
-def archive_file(paths: HivePaths, agent_id: str) -> Path:
-    """Where tidying moves an agent's older memory (still searchable, scope own)."""
-    return paths.mailbox(agent_id).root / "memory" / "archive.md"
-
-
-def locate(rel: PurePosixPath) -> Located | None:
-    """Which kind of source a hive-relative path is, if any (pure)."""
-    parts = rel.parts
-    if not parts or is_temp_name(parts[-1]):
-        return None
-    if parts == ("board.md",):
-        return Located("board", OFFICE)
-    if parts == ("tasks.json",):
-        return Located("task", OFFICE)
-    if len(parts) == 2 and parts[1].endswith(".json") and parts[0] in ("triage", PROMOTED_DIR):
-        return Located("triage" if parts[0] == "triage" else "promoted", OFFICE)
-    if parts[0] == HUMAN:
-        owner, rest = HUMAN, parts[1:]
-    elif parts[0] == "agents" and len(parts) >= 3 and is_agent_id(parts[1]):
-        owner, rest = parts[1], parts[2:]
-    else:
-        return None
-    if not rest:
-        return None
-    if rest[-1].endswith(".json") and rest[:-1] in MESSAGE_FOLDERS:
-        return Located("message", owner)
-    if owner == HUMAN:
-        return None
-    own_files: dict[tuple[str, ...], Kind] = {
-        ("memory.md",): "memory",
-        ("memory", "notes.md"): "note",
-        ("memory", "archive.md"): "archive",
-    }
-    kind = own_files.get(rest)
-    return Located(kind, owner) if kind else None
 
 
 # --- markdown into pieces (pure) ------------------------------------------------------------
 
-_ITEM = re.compile(r"^(?:[-*+]|\d+[.)])\s+")
+ITEM = re.compile(r"^(?:[-*+]|\d+[.)])\s+")
 # A note written by `note()` starts with its time: "- 2026-11-30T09:00:00Z text".
-_STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)\s+")
+STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)\s+")
 
 
 class Chunk(NamedTuple):
@@ -200,37 +222,62 @@ class Chunk(NamedTuple):
     stamp: str | None
 
 
-def _chunk(lines: list[str]) -> Chunk:
+def to_chunk(lines: list[str]) -> Chunk:
     raw = "\n".join(lines).strip()
-    text = _ITEM.sub("", raw, count=1)
-    stamp = _STAMP.match(text)
+    text = ITEM.sub("", raw, count=1)
+    stamp = STAMP.match(text)
     if stamp:
         text = text[stamp.end() :]
     text = "\n".join(line.strip() for line in text.splitlines())
     return Chunk(raw, text.strip(), stamp.group(1) if stamp else None)
 
 
+def spans(lines: list[str]) -> list[tuple[int, int]]:
+    """The line ranges [start, end) of the pieces of a file's lines: paragraphs and
+    top-level list items; headings and blank lines separate pieces and belong to none."""
+    found: list[tuple[int, int]] = []
+    start: int | None = None
+    for i, line in enumerate(lines):
+        if not line.strip() or line.lstrip().startswith("#"):
+            if start is not None:
+                found.append((start, i))
+            start = None
+        elif ITEM.match(line):  # only unindented items start a piece; nested ones belong
+            if start is not None:
+                found.append((start, i))
+            start = i
+        elif start is None:
+            start = i
+    if start is not None:
+        found.append((start, len(lines)))
+    return found
+
+
 def chunks(markdown: str) -> list[Chunk]:
     """Paragraphs and top-level list items, each a piece; headings separate pieces and are
     not pieces themselves (a heading alone says nothing to find)."""
-    pieces: list[list[str]] = []
-    current: list[str] = []
+    lines = markdown.splitlines()
+    return [c for c in (to_chunk(lines[a:b]) for a, b in spans(lines)) if c.text]
 
-    def flush() -> None:
-        if current:
-            pieces.append(current.copy())
-            current.clear()
 
-    for line in markdown.splitlines():
-        if not line.strip() or line.lstrip().startswith("#"):
-            flush()
-        elif _ITEM.match(line):  # only unindented items start a piece; nested ones belong
-            flush()
-            current.append(line)
-        else:
-            current.append(line)
-    flush()
-    return [c for c in map(_chunk, pieces) if c.text]
+def piece_key(raw: str) -> str:
+    """What a piece's external id holds after the file's path: its text's digest."""
+    return hashlib.sha256(raw.encode()).hexdigest()[:16]
+
+
+def find_piece(lines: list[str], key: str) -> tuple[int, int] | None:
+    """The line range of the piece whose external id ends in `key` (`digest` or
+    `digest-N` for the Nth repeat of the same text), as `_markdown_entries` numbers them."""
+    digest, _, nth = key.partition("-")
+    want = int(nth) if nth.isdigit() else 1
+    seen = 0
+    for a, b in spans(lines):
+        chunk = to_chunk(lines[a:b])
+        if chunk.text and piece_key(chunk.raw) == digest:
+            seen += 1
+            if seen == want:
+                return a, b
+    return None
 
 
 def note_line(stamp: str, text: str) -> str:
@@ -255,7 +302,7 @@ def _markdown_entries(data: bytes, mtime: float, rel: str, kind: Kind, owner: st
     for chunk in chunks(data.decode("utf-8", errors="replace")):
         # The piece's own text is its key: an untouched paragraph keeps its id (and its
         # vector) when the file around it changes; a repeated one gets a counter.
-        digest = hashlib.sha256(chunk.raw.encode()).hexdigest()[:16]
+        digest = piece_key(chunk.raw)
         seen[digest] = seen.get(digest, 0) + 1
         suffix = f"-{seen[digest]}" if seen[digest] > 1 else ""
         entries.append(
@@ -353,11 +400,12 @@ def _promoted_entry(data: bytes, rel: str) -> Entry:
     )
 
 
-def _read(
-    hive: Path, rel: str, pure: PurePosixPath, found: Located, folders: dict[str, str]
-) -> list[Entry]:
-    data, mtime = read_confined(hive, pure, folders)
-    kind, owner = found
+def _read(paths: HivePaths, found: Located, folders: dict[str, str]) -> list[Entry]:
+    if found.kind == "ci":
+        # Beside the hive, in the office's own cache: read by ci_logs, never through a link.
+        return ci_logs.indexed(paths, found.rel)
+    data, mtime = read_confined(paths, found, folders)
+    kind, owner, rel, _ = found
     if kind == "task":
         return _task_entries(data, rel)
     if kind in ("triage", "message"):
@@ -380,17 +428,12 @@ def entries_for(paths: HivePaths, changed: Iterable[Path]) -> Changes:
     refused: list[str] = []
     folders: dict[str, str] = {}
     for path in changed:
-        try:
-            rel = hive_relative(paths.hive, path)
-        except ValueError:
-            continue  # outside the hive
-        pure = PurePosixPath(rel)
-        found = locate(pure)
+        found = locate(paths, path)
         if found is None:
             continue
-        deletions.add(rel)
+        deletions.add(found.rel)
         try:
-            upserts.extend(_read(paths.hive, rel, pure, found, folders))
+            upserts.extend(_read(paths, found, folders))
         except OutsideOwner as e:
             refused.append(str(e))
         except (OSError, msgspec.DecodeError, RecursionError):
@@ -400,101 +443,13 @@ def entries_for(paths: HivePaths, changed: Iterable[Path]) -> Changes:
 
 def source_files(paths: HivePaths) -> list[Path]:
     """Every memory source in the hive now (what `reindex` reads)."""
-    hive = paths.hive
     found = [paths.board, paths.tasks]
-    found += sorted(paths.triage.glob("*.json")) + sorted((hive / PROMOTED_DIR).glob("*.json"))
-    boxes = [paths.mailbox(HUMAN).root, *sorted(paths.agents_dir.glob("*"))]
-    for box in boxes:
-        found += [box / "memory.md", box / "memory" / "notes.md", box / "memory" / "archive.md"]
-        for folder in MESSAGE_FOLDERS:
-            found += sorted(box.joinpath(*folder).glob("*.json"))
+    found += sorted(paths.triage.glob("*.json")) + sorted(paths.promoted.glob("*.json"))
+    owners = [HUMAN, *sorted(p.name for p in paths.agents_dir.glob("*") if is_agent_id(p.name))]
+    for owner in owners:
+        box = paths.mailbox(owner)
+        found += [box.memory, box.notes, box.archive]
+        for folder in box.message_dirs():
+            found += sorted(folder.glob("*.json"))
+    found += ci_logs.summaries(paths)
     return [p for p in found if p.is_file()]
-
-
-# --- the writes -------------------------------------------------------------------------------
-
-
-def _index(paths: HivePaths, store: MemoryStore | None, files: set[Path]) -> list[Entry]:
-    changes = entries_for(paths, files)
-    if store is not None:
-        store.apply(changes)
-    else:
-        with open_store(paths) as own:
-            own.apply(changes)
-    return changes.upserts
-
-
-def note(paths: HivePaths, agent_id: str, text: str, store: MemoryStore | None = None) -> Entry:
-    """Append `text` to the agent's notes.md and index it; the new note's entry.
-
-    One O_APPEND write, so notes from concurrent processes never interleave. Raises
-    ValueError for an empty or oversized note or an id that has no notes (the person).
-    """
-    if agent_id == HUMAN or not is_agent_id(agent_id):
-        raise ValueError(
-            f"{agent_id!r} has no notes: notes belong to an agent (set HIVE_AGENT_ID)."
-        )
-    body = text.strip()
-    if not body:
-        raise ValueError("the note is empty: say what to remember.")
-    if len(body.encode()) > NOTE_MAX:
-        raise ValueError(
-            f"the note is {len(body.encode())} bytes; the limit is {NOTE_MAX}. "
-            "Keep notes short and point to files for the rest."
-        )
-    file = paths.mailbox(agent_id).notes
-    file.parent.mkdir(parents=True, exist_ok=True)
-    stamp = now_iso()
-    line = note_line(stamp, body)
-    # A note must start its own piece: a blank line ends whatever the file ended with.
-    # Written where the file really is, and only inside the agent's folder.
-    try:
-        real = confined(paths.hive, PurePosixPath(hive_relative(paths.hive, file)))
-    except OutsideOwner as e:
-        raise ValueError(str(e)) from None
-    append_line(real, f"\n{line}\n".encode())
-    rel = hive_relative(paths.hive, file)
-    raw = _chunk(line.splitlines()).raw
-    digest = hashlib.sha256(raw.encode()).hexdigest()[:16]
-    entries = _index(paths, store, {file})
-    # The last piece with this text is the one just appended (entries keep file order).
-    return [e for e in entries if e.external_id.startswith(f"{rel}#{digest}")][-1]
-
-
-def promote(paths: HivePaths, entry_id: str, by: str, store: MemoryStore | None = None) -> Entry:
-    """Make a private entry (note, memory, archive) office knowledge: promoted/<id>.json.
-
-    Only the manager or the person may; anyone else gets NotAllowed. Promoting again
-    refreshes the snapshot. Deleting the file demotes it.
-    """
-    manager = load_office(paths.office_toml).office.manager
-    if by not in (manager, HUMAN):
-        raise NotAllowed(
-            f"only the manager ({manager}) or the person can promote memory to the office. "
-            f'Ask {manager}: `hive send --to god --subject "Promote {entry_id}"`.'
-        )
-    if store is None:
-        with open_store(paths) as own:
-            return promote(paths, entry_id, by, own)
-    entry = store.lookup(entry_id)
-    if entry is None:
-        raise NotFound(f"no memory entry {entry_id!r}. `hive memory search` shows entry ids.")
-    if entry.scope != "own":
-        raise NotAllowed(
-            f"{entry_id} is a {entry.source} entry already in office scope; only private "
-            "memory (notes, memory, archive) is promoted."
-        )
-    record = Promoted(
-        entry_id=entry.id,
-        source=entry.source,
-        owner=entry.owner,
-        text=entry.text,
-        promoted_by=by,
-        promoted_at=now_iso(),
-        tags=list(entry.tags),
-    )
-    folder = paths.hive / PROMOTED_DIR
-    folder.mkdir(exist_ok=True)
-    file = folder / f"{entry.id}.json"
-    atomic_write(file, msgspec.json.format(msgspec.json.encode(record)) + b"\n")
-    return _index(paths, store, {file})[0]

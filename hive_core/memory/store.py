@@ -33,7 +33,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import functools
-import hashlib
 import math
 import os
 import re
@@ -44,33 +43,28 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal, NamedTuple, ParamSpec, TypeVar
+from typing import Literal, ParamSpec, TypeVar
 
 import msgspec
 
 from hive_core.config import load_office
-from hive_core.memory import embed
+from hive_core.memory import embed, sources
+from hive_core.memory.entry import (
+    SOURCES,
+    Changes,
+    Entry,
+    Scope,
+    hive_relative,
+    now_iso,
+)
 from hive_core.paths import HivePaths
 from hive_core.schema import HUMAN
 
-Source = Literal["note", "memory", "archive", "board", "task", "triage", "message", "promoted"]
-SOURCES: tuple[Source, ...] = (
-    "note",
-    "memory",
-    "archive",
-    "board",
-    "task",
-    "triage",
-    "message",
-    "promoted",
-)
-Scope = Literal["own", "office"]
 SearchScope = Literal["own", "office", "all"]
 Mode = Literal["keyword", "semantic", "hybrid"]
-OFFICE = "office"
 
 # Bump when the tables change: an old database is dropped and rebuilt from the hive.
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = "3"
 # Candidates each ranked arm hands to the fusion; deeper lists change little in RRF.
 ARM_DEPTH = 50
 # The usual reciprocal rank fusion constant (Cormack et al.): damps the head of each list.
@@ -145,59 +139,26 @@ class NotFound(MemoryStoreError):
     """No entry has that id."""
 
 
-class Entry(msgspec.Struct, kw_only=True, frozen=True):
-    """One searchable piece of the hive.
-
-    `external_id` is unique within `source` and is the upsert key. `path` is the
-    hive-relative file the entry came from: removing that file removes the entry.
-    `participants` restricts an office entry to those agents (a message copy: the
-    mailbox it sits in); empty means the whole office.
-    """
-
-    source: Source
-    external_id: str
-    owner: str
-    scope: Scope
-    text: str
-    path: str
-    created_at: str
-    updated_at: str
-    tags: tuple[str, ...] = ()
-    participants: tuple[str, ...] = ()
-
-    @property
-    def id(self) -> str:
-        return entry_id(self.source, self.external_id)
-
-
 class Hit(msgspec.Struct, kw_only=True, frozen=True):
-    """A search result: the entry, its id and its fused score (higher is better)."""
+    """A search result: the entry, its id and its fused score (higher is better; 0 for
+    a listing by filters alone, which is newest first)."""
 
     id: str
     score: float
     entry: Entry
 
 
-class Changes(NamedTuple):
-    """What a set of changed hive files means for the index.
+class Filters(msgspec.Struct, kw_only=True, frozen=True):
+    """Exact conditions on an entry, all of which must hold: every tag among its tags,
+    its source, its external id. With no query text they list entries newest first."""
 
-    Every entry at a path in `deletions` that is not among `upserts` is removed, so a
-    rewritten file loses its old pieces and a deleted file loses all of them. `refused`
-    says which source files were not read and why (a symlink out of its owner's folder).
-    """
+    tags: tuple[str, ...] = ()
+    source: str | None = None
+    external_id: str | None = None
 
-    upserts: list[Entry]
-    deletions: set[str]
-    refused: tuple[str, ...] = ()
-
-
-def entry_id(source: str, external_id: str) -> str:
-    """A stable id for (source, external_id): the same after any reindex."""
-    return hashlib.sha256(f"{source}\0{external_id}".encode()).hexdigest()[:16]
-
-
-def now_iso() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    @property
+    def empty(self) -> bool:
+        return not self.tags and self.source is None and self.external_id is None
 
 
 # --- pure query building ------------------------------------------------------------------
@@ -262,6 +223,34 @@ def scope_predicate(scope: SearchScope) -> str:
     return {"own": own, "office": office, "all": f"({own} OR {office})"}[scope]
 
 
+def reads_everything(who: str, scope: SearchScope) -> bool:
+    """The person's `all` is every scope, agents' private memory included (the person
+    sees the team's notes; only agents are kept out of each other's)."""
+    return who == HUMAN and scope == "all"
+
+
+def filter_predicate(filters: Filters) -> tuple[str, dict[str, str]]:
+    """(SQL over alias `e` that admits exactly the rows `filters` allow, its parameters).
+    Tags are stored space-separated, so a tag matches only as a whole tag. ValueError for
+    an unknown source or a tag that is empty or holds a space."""
+    clauses = ["1"]
+    params: dict[str, str] = {}
+    if filters.source is not None:
+        if filters.source not in SOURCES:
+            raise ValueError(f"unknown source {filters.source!r}: {', '.join(SOURCES)}")
+        clauses.append("e.source = :f_source")
+        params["f_source"] = filters.source
+    if filters.external_id is not None:
+        clauses.append("e.external_id = :f_external_id")
+        params["f_external_id"] = filters.external_id
+    for i, tag in enumerate(filters.tags):
+        if not tag or tag != "".join(tag.split()):
+            raise ValueError(f"a tag is one word with no spaces, not {tag!r}")
+        clauses.append(f"instr(' ' || e.tags || ' ', :f_tag{i}) > 0")
+        params[f"f_tag{i}"] = f" {tag} "
+    return " AND ".join(clauses), params
+
+
 def _hex_id(who: str) -> str:
     # Agent ids hold '-', a token separator: hex makes each reader one token. The q's
     # around it end the token in a letter the porter stemmer strips from no suffix, so
@@ -312,12 +301,6 @@ def fuse(rankings: Iterable[Sequence[str]], k: int = RRF_K) -> list[tuple[str, f
     return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
 
 
-def hive_relative(hive: Path, path: Path | str) -> str:
-    """`path` as stored in the index: relative to the hive, POSIX separators."""
-    p = Path(path)
-    return (p.relative_to(hive) if p.is_absolute() else p).as_posix()
-
-
 # --- the schema ----------------------------------------------------------------------------
 
 _SOURCES_SQL = ", ".join(f"'{s}'" for s in SOURCES)
@@ -340,6 +323,7 @@ CREATE TABLE entries(
     UNIQUE (source, external_id)
 );
 CREATE INDEX entries_path ON entries(path);
+CREATE INDEX entries_updated ON entries(updated_at);
 CREATE VIRTUAL TABLE words USING fts5(
     text, tags, acl, content='entries', content_rowid='rid',
     tokenize='porter unicode61 remove_diacritics 2');
@@ -535,7 +519,7 @@ def _rebuild_lock(paths: HivePaths) -> Iterator[None]:
     # One rebuilder at a time: the office and a CLI may meet the same damage at once,
     # and the second must not remove the database the first has just rebuilt.
     paths.run.mkdir(parents=True, exist_ok=True)
-    fd = os.open(paths.run / "memory.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    fd = os.open(paths.memory_lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -717,6 +701,13 @@ class MemoryStore:
             return self._db.execute("DELETE FROM entries WHERE path = ?", (rel,)).rowcount
 
     @_serialised
+    def paths_of(self, source: str) -> set[str]:
+        """The (hive-relative) files `source`'s entries came from: for a sweep that deletes
+        the entries of a file that is gone."""
+        rows = self._db.execute("SELECT DISTINCT path FROM entries WHERE source = ?", (source,))
+        return {r[0] for r in rows}
+
+    @_serialised
     def reindex(self) -> int:
         """Rebuild the index from the hive: every source file read again, every entry whose
         file is gone removed. Unchanged entries keep their vectors. Returns the entry count;
@@ -724,9 +715,6 @@ class MemoryStore:
         return self._reindex()
 
     def _reindex(self) -> int:
-        # Imported here: sources builds its Entries from this module.
-        from hive_core.memory import sources
-
         changes = sources.entries_for(self.paths, sources.source_files(self.paths))
         indexed = {r[0] for r in self._db.execute("SELECT DISTINCT path FROM entries")}
         # Oldest first: a new database then numbers its rows in time order, which is the
@@ -775,12 +763,14 @@ class MemoryStore:
         scope: SearchScope = "all",
         limit: int = 10,
         mode: Mode = "keyword",
+        filters: Filters | None = None,
     ) -> list[Hit]:
         """Entries matching `query` that `caller` may read in `scope`, best first.
 
         keyword fuses the porter and trigram arms; semantic ranks by embedding cosine;
         hybrid fuses all three. semantic and hybrid raise embed.SemanticUnavailable
-        without the `semantic` extra.
+        without the `semantic` extra. `filters` narrow every arm inside its query; with
+        no query text they list the entries they admit, newest first.
         """
         who = self.check_caller(caller)
         if scope not in ("own", "office", "all"):
@@ -789,18 +779,47 @@ class MemoryStore:
             raise ValueError(f"unknown mode {mode!r}: keyword, semantic or hybrid")
         if limit < 1:
             raise ValueError("limit must be at least 1")
+        filters = filters or Filters()
+        narrow, narrow_params = filter_predicate(filters)
         terms = query_terms(query)
         if not terms:
-            return []
-        return self._search(terms, query, who, scope, limit, mode)
+            return [] if filters.empty else self._listing(who, scope, limit, narrow, narrow_params)
+        return self._search(terms, query, who, scope, limit, mode, narrow, narrow_params)
+
+    @staticmethod
+    def _where(who: str, scope: SearchScope, narrow: str) -> tuple[str, str | None]:
+        """(the WHERE clause for `who` in `scope` and the filters, the acl match or None
+        when every row is readable)."""
+        if reads_everything(who, scope):
+            return narrow, None
+        return f"{scope_predicate(scope)} AND {narrow}", acl_match(scope, who)
+
+    @_serialised
+    def _listing(
+        self, who: str, scope: SearchScope, limit: int, narrow: str, narrow_params: dict[str, str]
+    ) -> list[Hit]:
+        where, _ = self._where(who, scope, narrow)
+        rows = self._db.execute(
+            f"SELECT {_COLUMNS} FROM entries e WHERE {where} "
+            "ORDER BY e.updated_at DESC, e.id LIMIT :limit",
+            {"caller": who, "member": f",{who},", "limit": limit, **narrow_params},
+        )
+        return [Hit(id=row["id"], score=0.0, entry=_entry(row)) for row in rows]
 
     @_serialised
     def _search(
-        self, terms: list[str], query: str, who: str, scope: SearchScope, limit: int, mode: Mode
+        self,
+        terms: list[str],
+        query: str,
+        who: str,
+        scope: SearchScope,
+        limit: int,
+        mode: Mode,
+        narrow: str,
+        narrow_params: dict[str, str],
     ) -> list[Hit]:
-        params = {"caller": who, "member": f",{who},"}
-        where = scope_predicate(scope)
-        acl = acl_match(scope, who)
+        params = {"caller": who, "member": f",{who},", **narrow_params}
+        where, acl = self._where(who, scope, narrow)
         arms: list[list[str]] = []
         if mode in ("keyword", "hybrid"):
             df = {t: self._df(t) for t in terms}
@@ -836,7 +855,7 @@ class MemoryStore:
         terms: list[str],
         common: bool,
         where: str,
-        acl: str,
+        acl: str | None,
         params: dict[str, str],
     ) -> list[str]:
         if not common:
@@ -851,17 +870,18 @@ class MemoryStore:
         # Every term is common: the newest WINDOW entries in scope that hold any of them.
         # The acl tokens pick the scope inside the match (no row of another's is walked);
         # the predicate still decides each row.
+        within = f" AND {acl}" if acl else ""
         rows = self._db.execute(
             "SELECT e.rid, e.id, length(e.text) FROM words JOIN entries e ON e.rid = words.rowid "
             f"WHERE words MATCH :match AND {where} ORDER BY words.rowid DESC LIMIT {WINDOW}",
-            {**params, "match": f"{words_match(terms)} AND {acl}"},
+            {**params, "match": f"{words_match(terms)}{within}"},
         ).fetchall()
         ids = {r[0]: r[1] for r in rows}
         holders = []
         if len(terms) > 1 and rows:
             # Which of the window holds each term: a walk of the window's rows only.
             for term in terms:
-                match = f"{words_match([term])} AND {acl}"
+                match = f"{words_match([term])}{within}"
                 found = self._db.execute(
                     "SELECT rowid FROM words WHERE words MATCH ? AND rowid >= ?",
                     (match, rows[-1][0]),

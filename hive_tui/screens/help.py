@@ -1,4 +1,4 @@
-"""All the keys, on one screen."""
+"""All the keys, on one screen, from the app's two tables (hive_tui/commands.py)."""
 
 from __future__ import annotations
 
@@ -7,43 +7,49 @@ from typing import ClassVar
 from rich.markup import escape
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical
+from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
+
+from hive_tui.commands import DIRECT_KEYS, help_rows
 
 
 class HelpScreen(ModalScreen[None]):
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
-    #help { width: 76; height: auto; border: round $accent; background: $surface; padding: 1 2; }
+    #help { width: 100; max-width: 100%; height: auto; max-height: 100%; border: round $accent; background: $surface; padding: 1 2; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q,question_mark,enter", "dismiss", "close")
     ]
 
-    def __init__(self, commands: dict[str, tuple[str, str]], prefix: str) -> None:
+    def __init__(self, prefix: str) -> None:
         super().__init__()
-        self.commands = commands
         self.prefix = prefix
 
     def compose(self) -> ComposeResult:
+        prefix = escape(self.prefix)
         lines = [
             "[b]Keys[/b]",
             "",
-            "Every key goes to the focused agent's terminal (esc, ctrl+c, tab, shift+tab,",
+            "Every key goes to the focused agent's terminal (esc, ctrl+c, tab, shift+tab, "
             "ctrl+r, ctrl+b ... included), except:",
             "",
-            "  [b]alt+1..9[/b]        focus agent N (roster order)",
-            f"  [b]{escape(self.prefix)}[/b] then:",
+            *[f"  [b]{keys:<15}[/b] {text}" for keys, _, text in DIRECT_KEYS],
+            f"  [b]{prefix}[/b] then one key (AGENT is the focused agent):",
         ]
-        lines += [f"    [b]{key:<5}[/b] {text}" for key, (_cmd, text) in self.commands.items()]
+        lines += [f"    [b]{key:<5}[/b] {escape(text)}" for key, text in help_rows()]
         lines += [
-            f"    [b]{escape(self.prefix)}[/b] send {escape(self.prefix)} itself to the agent",
+            f"    [b]{prefix}[/b] send {prefix} itself to the agent",
             "",
             "In a pane: shift+pageup/pagedown scroll back; typing returns to the live screen.",
-            "On the map: arrows or tab move between agents, enter focuses one.",
+            "In a panel or on the map: the keys are theirs; esc goes back to the agent's pane.",
             "",
             "[dim]esc closes this.[/dim]",
         ]
-        with Vertical(id="help"):
+        with VerticalScroll(id="help"):
             yield Static("\n".join(lines))
+
+    def on_mount(self) -> None:
+        # Taller than a small terminal: arrows and page keys scroll it.
+        self.query_one("#help").focus()

@@ -50,9 +50,6 @@ class SendScreen(FormScreen[Draft]):
         act = str(self.query_one("#act", Select).value)
         subject = self.query_one("#subject", Input).value.strip()
         body = self.query_one("#body", TextArea).text
-        if not subject and not body.strip():
-            self.error("Write a subject or a body first.")
-            return
         draft = Draft(to=to, act=act, subject=subject, body=body)  # type: ignore[arg-type]
         problem = check_draft(draft)
         if problem:

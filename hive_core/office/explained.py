@@ -1,0 +1,177 @@
+"""The office's side of the explained status (hive_core/status.py): gather each agent's
+signals, decide, and publish the result through AgentStates when it changes.
+
+It is decided again when an agent's state changes (a hook event, an exit, the person's
+pause), and on a slow timer for what changes with time alone (a stall, a limit the CLI
+printed). It also keeps the one signal nobody else keeps: each pane's output since its
+last hook event, where a CLI prints a rate or usage limit while it retries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Mapping
+
+from hive_core.agents.provider import Provider
+from hive_core.agents.state import AgentState, AgentStates
+from hive_core.agents.supervisor import Supervisor
+from hive_core.events.decide import one_line
+from hive_core.events.unread import UnreadIndex
+from hive_core.status import AgentStatus, Signals, WakeSeen, explain, limit_text
+from hive_core.wake import Watchdog, wake_seen
+
+# Time alone turns a working agent into a stalled one: looked at this often. One pass
+# over 20 agents costs well under a millisecond.
+STATUS_TICK_S = 2.0
+# A pane's output kept since its last hook event: enough for a limit line or two.
+TAIL_BYTES = 4096
+
+
+class StatusKeeper:
+    def __init__(
+        self,
+        states: AgentStates,
+        supervisor: Supervisor,
+        providers: Mapping[str, Provider],
+        inboxes: UnreadIndex,
+        watchdog: Watchdog,
+        *,
+        stall_after_s: float,
+        cap_told: Callable[[str], frozenset[str]],
+        log: Callable[[str, str], None],
+    ) -> None:
+        self.states = states
+        self.supervisor = supervisor
+        self.providers = providers
+        self.inboxes = inboxes
+        self.watchdog = watchdog
+        self.stall_after_s = stall_after_s
+        # The released ids someone was told about, per agent (the office's notices).
+        self.cap_told = cap_told
+        self.log = log
+        # The last failure logged per agent, so a lasting one is logged once.
+        self.faults: dict[str, str] = {}
+        self.tails: dict[str, bytearray] = {}
+        self.output_at: dict[str, float] = {}
+        self.started_at: dict[str, tuple[int, float]] = {}
+        # The tail's limit text as last read, None once the tail changed.
+        self._limit: dict[str, str | None] = {}
+        supervisor.sinks.append(self.output)
+
+    def output(self, agent_id: str, data: bytes) -> None:
+        """A pane printed (the supervisor's sink): once per chunk, so only bookkeeping."""
+        self.output_at[agent_id] = time.time()
+        tail = self.tails.setdefault(agent_id, bytearray())
+        tail += data
+        if len(tail) > TAIL_BYTES:
+            del tail[:-TAIL_BYTES]
+        self._limit.pop(agent_id, None)
+
+    def hook_event(self, agent_id: str) -> None:
+        """What the pane printed before a hook event is older than what the hooks say."""
+        self.tails.pop(agent_id, None)
+        self._limit[agent_id] = None
+        self.refresh(agent_id)
+
+    def signals(self, state: AgentState, now: float) -> Signals:
+        session = self.supervisor.sessions.get(state.id)
+        alive = session is not None and session.alive
+        unread, ids = self.inboxes.snapshot(state.id)
+        first = min(unread, key=lambda m: m.id) if unread else None
+        hookless = self.providers[state.spec.provider].hookless
+        # Why mail waits matters only at the prompt; the set operations below are the
+        # costly part at 20k unread, so a busy agent's hook events skip them.
+        held = alive and state.status == "idle" and not hookless and bool(ids)
+        released = state.released & ids if held else frozenset()
+        return Signals(
+            id=state.id,
+            status=state.status,
+            hookless=hookless,
+            send_only=state.spec.send_only,
+            alive=alive,
+            pid=state.pid,
+            event=state.event,
+            event_at=state.event_at,
+            tool=state.last_tool,
+            prompt=one_line(state.prompt, 160) if state.prompt else None,
+            output_at=self.output_at.get(state.id),
+            started_at=self._started(state, now),
+            exit_status=state.exit_status,
+            start_failed=state.start_failed,
+            missing=state.missing,
+            paused=state.paused,
+            halted=state.halted,
+            unread=len(ids),
+            first_unread=(
+                f"{first.id} from {one_line(first.sender, 64)}: "
+                f"{one_line(first.subject, 80) or '(no subject)'}"
+                if first
+                else None
+            ),
+            told=len(ids & state.told_in_turn) if held else 0,
+            released=len(released),
+            released_at=state.released_at,
+            blocks=state.released_blocks,
+            manager_told=bool(released & self.cap_told(state.id)),
+            wake=wake_seen(
+                self.watchdog.memory.get(state.id),
+                self.watchdog.holds.get(state.id),
+                ids,
+                self.watchdog.nudged_at.get(state.id),
+            )
+            if held
+            else WakeSeen(),
+            failure=state.failure,
+            limit_text=self._limit_text(state.id) if alive else None,
+            stall_after_s=self.stall_after_s,
+        )
+
+    def _started(self, state: AgentState, now: float) -> float | None:
+        """When its CLI started, wall-clock, fixed per process (so the evidence is)."""
+        if state.pid is None:
+            return None
+        known = self.started_at.get(state.id)
+        if known is None or known[0] != state.pid:
+            since = self.supervisor.started_ago(state.id)
+            known = (state.pid, now - since if since is not None else now)
+            self.started_at[state.id] = known
+        return known[1]
+
+    def _limit_text(self, agent_id: str) -> str | None:
+        if agent_id in self._limit:
+            return self._limit[agent_id]
+        tail = self.tails.get(agent_id)
+        found = limit_text(bytes(tail)) if tail else None
+        self._limit[agent_id] = found
+        return found
+
+    def explain(self, agent_id: str) -> AgentStatus:
+        now = time.time()
+        return explain(self.signals(self.states[agent_id], now), now)
+
+    def refresh(self, agent_id: str) -> None:
+        """Decide again; publish only a change (the edit announces it). Runs inside
+        whoever changed the agent (a hook's reply): a failure here is logged, not raised."""
+        try:
+            status = self.explain(agent_id)
+        except Exception as exc:
+            if self.faults.get(agent_id) != repr(exc):
+                self.faults[agent_id] = repr(exc)
+                self.log(agent_id, f"its status could not be explained: {exc!r}")
+            return
+        self.faults.pop(agent_id, None)
+        if status != self.states[agent_id].explained:
+            with self.states.edit(agent_id) as state:
+                state.explained = status
+
+    def refresh_all(self) -> None:
+        for agent_id in self.states:
+            self.refresh(agent_id)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            self.refresh_all()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), STATUS_TICK_S)

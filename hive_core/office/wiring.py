@@ -1,0 +1,532 @@
+"""The office without a screen: one process that owns a home and runs its parts.
+
+`hive-office serve` runs this headless; the app runs the same object inside Textual.
+It holds the office lock (one office per home), then runs the router (driven by the
+hive watcher, the kick socket and a slow sweep, routes.py) and the committer until told
+to stop. This module wires the parts together and keeps their loops running; the
+person's actions are person.py, registry.json is registry.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hive_core import ci_logs
+from hive_core.agents.providers import providers
+from hive_core.agents.state import AgentState, AgentStates
+from hive_core.agents.supervisor import Supervisor
+from hive_core.committer import Committer
+from hive_core.config import load_office
+from hive_core.control import ControlServer, keep_sockets
+from hive_core.cost import CostWatch
+from hive_core.digest import DigestWatch
+from hive_core.escalations import PromptTeller
+from hive_core.events.decide import one_line
+from hive_core.events.plane import EventPlane
+from hive_core.events.server import HookServer
+from hive_core.health import HealthBoard, Problem
+from hive_core.hive import ensure_mailbox, read_registry, tighten_modes
+from hive_core.ids import new_message_id, utc_now_iso
+from hive_core.kick import KickServer
+from hive_core.logfile import rotate_if_due
+from hive_core.memory.keeper import MemoryKeeper
+from hive_core.memory.retention import Retention
+from hive_core.office.explained import StatusKeeper
+from hive_core.office.person import ENTER_DELAY_S, PersonActions
+from hive_core.office.registry import RegistryPublisher
+from hive_core.office.routes import RouteDriver
+from hive_core.paths import HivePaths
+from hive_core.routing.decide import Floor, router_notice
+from hive_core.routing.router import Router, RouteStats
+from hive_core.schema import HUMAN, AgentSpec, LogEvent, OfficeConfig, Registry
+from hive_core.standup import FIRST_PROMPT, standup_message
+from hive_core.wake import WakeFault, WakeView, Watchdog
+from hive_core.worktrees import WorktreeKeeper
+
+# A loop that dies is restarted after this long, doubling up to the cap; one that then
+# runs this long without failing is taken as recovered.
+RESTART_BACKOFF_S = 0.5
+RESTART_BACKOFF_MAX_S = 30.0
+RECOVERED_AFTER_S = 60.0
+
+
+@dataclass
+class Listeners:
+    """Who wants to know what happens in the office (the app; nothing when headless).
+    Called on the office's loop; they must be quick.
+
+    `routed` gets each routing pass once (who sent to whom, whose inbox got a copy);
+    `hive` gets what the watcher saw, without the inbox copies the router already
+    reported, so a routed message reaches a listener once."""
+
+    agent: list[Callable[[AgentState], None]] = field(default_factory=list)
+    routed: list[Callable[[RouteStats], None]] = field(default_factory=list)
+    hive: list[Callable[[set[Path]], None]] = field(default_factory=list)
+    health: list[Callable[[list[Problem]], None]] = field(default_factory=list)
+
+
+class Office(PersonActions):
+    def __init__(
+        self, paths: HivePaths, config: OfficeConfig | None = None, *, agents: bool = True
+    ) -> None:
+        self.paths = paths
+        self.config = config or load_office(paths.office_toml)
+        self.with_agents = agents
+        # Health is made further down; these run only once the office runs.
+        self.committer = Committer(
+            paths.hive,
+            before_commit=lambda: self.committer.touch(*rotate_if_due(paths)),
+            on_problem=lambda detail: self.health.report("commit", detail),
+            on_ok=lambda: self.health.clear("commit"),
+        )
+        previous = read_registry(paths)
+        known = {e.id: e for e in previous.agents} if previous else {}
+        archived = frozenset(i for i, e in known.items() if e.status == "archived")
+        self.router = Router(
+            paths,
+            Floor.from_config(self.config, archived),
+            on_change=lambda stats: self.routes.routed(stats),
+        )
+        self.states = AgentStates(
+            AgentState(
+                spec=spec,
+                manager=spec.id == self.config.office.manager,
+                # Kept so a restarted agent resumes its conversation.
+                session_id=known[spec.id].session_id if spec.id in known else None,
+                status="archived" if spec.id in archived else "offline",
+            )
+            for spec in self.config.agents
+        )
+        self.states.listeners.append(self._agent_changed)
+        self.providers = providers()
+        # Tokens and cost per agent and task, read from the CLIs' own records.
+        self.cost = CostWatch(paths, self.config, self.providers, os.environ)
+        self.plane = EventPlane(
+            paths,
+            self.config,
+            self.states,
+            self.providers,
+            touch=self.committer.touch,
+        )
+        self.hooks = HookServer(
+            paths.hook_socket,
+            secret_of=self.plane.secret_of,
+            handle=self.plane.handle,
+            rejected=self.plane.rejected,
+            failed=self.plane.failed,
+        )
+        # Health and routes are made further down; these run only once the office runs.
+        self.worktrees = WorktreeKeeper(
+            paths,
+            self.config,
+            log=self._agent_log,
+            report=lambda component, detail: (
+                self.health.report(component, detail) if detail else self.health.clear(component)
+            ),
+            post=lambda to, message: self.routes.post(to, message),
+        )
+        self.supervisor = Supervisor(
+            paths,
+            self.config,
+            self.states,
+            self.providers,
+            log=self._agent_log,
+            workplace=self.worktrees.workplace,
+        )
+        self.control = ControlServer(
+            paths.control_socket, self.perform, agents=self.states, log=self._agent_log
+        )
+        self.watchdog = Watchdog(
+            self._wake_views,
+            send_nudge=self._nudge,
+            tell_manager_once=self._tell_manager,
+            show_title=self._mail_title,
+            log=self._agent_log,
+        )
+        self.plane.on_event.append(self._event_seen)
+        # Per agent, the mail released at the Stop drain's cap that someone was told of.
+        self._cap_told: dict[str, frozenset[str]] = {}
+        self.status = StatusKeeper(
+            self.states,
+            self.supervisor,
+            self.providers,
+            self.plane.inboxes,
+            self.watchdog,
+            stall_after_s=self.config.office.stall_after_s,
+            cap_told=lambda agent_id: self._cap_told.get(agent_id, frozenset()),
+            log=self._agent_log,
+        )
+        self.memory = MemoryKeeper(
+            paths,
+            budget=self.config.office.memory_budget,
+            use_cli=self.config.office.memory_tidy == "cli",
+            log=self._agent_log,
+            retention=Retention.of(self.config.office),
+        )
+        self.listeners = Listeners()
+        self.health = HealthBoard(paths.health_file, on_change=self._health_changed)
+        self.registry = RegistryPublisher(paths, self.config, self.states, self.committer)
+        self.routes = RouteDriver(
+            paths,
+            self.router,
+            self.committer,
+            self.memory,
+            self.plane.inboxes,
+            self.states,
+            routed=self.listeners.routed,
+            hive=self.listeners.hive,
+            tell=self._tell,
+            poke=self.watchdog.poke,
+            office_log=self._office_log,
+            log_event=self.plane.log,
+            health=self.health,
+        )
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._recover_marks: dict[str, int] = {}
+        # The manager's floor view: a periodic digest of the peers' traffic (digest.py).
+        self.digest = DigestWatch(
+            paths, self.config, thread_of=self.router.hops.get, post=self.routes.post
+        )
+        # A permission prompt left open is told to the manager once (escalations.py).
+        self.prompts = PromptTeller(self.config, self.routes.post)
+        self.states.listeners.append(self.prompts.changed)
+
+    # --- the wake path ---------------------------------------------------------------
+
+    def _wake_views(self) -> list[WakeView | WakeFault]:
+        """Agents whose CLI is running: nobody can be woken (or told about) otherwise.
+        An agent whose view cannot be built is a fault of its own, not of the tick."""
+        views: list[WakeView | WakeFault] = []
+        for state in self.states.values():
+            session = self.supervisor.sessions.get(state.id)
+            if session is None or not session.alive or state.status == "archived":
+                continue
+            try:
+                unread, ids = self.plane.inboxes.snapshot(state.id)
+            except Exception as exc:
+                views.append(WakeFault(state.id, f"its unread mail cannot be read: {exc!r}"))
+                continue
+            views.append(
+                WakeView(
+                    id=state.id,
+                    status=state.status,
+                    quiet_for=self.supervisor.quiet_for(state.id),
+                    hookless=self.providers[state.spec.provider].hookless,
+                    manager=state.manager,
+                    paused=state.paused,
+                    halted=state.halted,
+                    typed_ago=state.typed_ago(),
+                    unread=unread,
+                    unread_ids=ids,
+                    announced=frozenset(state.told_in_turn),
+                )
+            )
+        return views
+
+    def _nudge(self, agent_id: str, text: str) -> None:
+        """Type the nudge as a paste, then Enter on its own; not marked as the person's
+        typing (that would hold the Stop drain back)."""
+        self.supervisor.paste(agent_id, text)
+        asyncio.get_running_loop().call_later(ENTER_DELAY_S, self.supervisor.write, agent_id, b"\r")
+
+    def _tell_manager(self, agent_id: str, text: str) -> None:
+        manager = self.config.office.manager
+        notice_id = f"{new_message_id()}-hookless"
+        subject = f"{agent_id} cannot read its mail by itself"
+        self.routes.post(manager, router_notice(notice_id, manager, subject, text))
+
+    def _mail_title(self, agent_id: str, text: str | None) -> None:
+        with self.states.edit(agent_id) as state:
+            state.mail_title = text
+
+    def _event_seen(self, agent_id: str, event_name: str) -> None:
+        if event_name == "UserPromptSubmit":
+            self.watchdog.confirmed(agent_id)
+        elif event_name in ("Stop", "SessionStart"):
+            self.watchdog.poke()
+            if event_name == "Stop":
+                self.memory.idle(self.states[agent_id].spec)
+                self._tell_released(agent_id)
+        self.status.hook_event(agent_id)
+
+    def _tell_released(self, agent_id: str) -> None:
+        """Mail the Stop drain let go at its cap stays unread and is not pushed again:
+        the manager is told once per message (the person, when it is the manager's)."""
+        state = self.states[agent_id]
+        unread, ids = self.plane.inboxes.snapshot(agent_id)
+        told = self._cap_told.get(agent_id, frozenset()) & ids
+        news = (state.released & ids) - told
+        self._cap_told[agent_id] = told | news
+        if not news:
+            return
+        to = HUMAN if state.manager else self.config.office.manager
+        items = sorted((m for m in unread if m.id in news), key=lambda m: m.id)
+        lines = [
+            f"- {m.id} from {one_line(m.sender, 64)}: {one_line(m.subject, 80) or '(no subject)'}"
+            for m in items
+        ]
+        count = f"{len(items)} message{'s' if len(items) != 1 else ''}"
+        text = (
+            f"{agent_id} was kept working {state.released_blocks} times to read {count} and "
+            "ended its turn without reading them, so the Stop drain let them go at its cap. "
+            "The office will not push them on it again; they wait in its inbox until it "
+            "runs `hive inbox`:\n"
+            + "\n".join(lines)
+            + f"\n`hive-office why {agent_id}` says the same."
+        )
+        notice_id = f"{new_message_id()}-released"
+        subject = f"{agent_id} left {count} unread"
+        self.routes.post(to, router_notice(notice_id, to, subject, text))
+        self._agent_log(agent_id, f"released at the cap, told {to}: {', '.join(sorted(news))}")
+
+    # --- start-up -------------------------------------------------------------------
+
+    def prepare(self) -> None:
+        """Make sure every mailbox exists and the registry matches the roster. Touches
+        the whole home: run it off the loop (run() does, on the route thread)."""
+        tightened = tighten_modes(self.paths)
+        if tightened:
+            self._office_log(
+                f"tightened the permissions of {tightened} files and folders in "
+                f"{self.paths.home} to its user only"
+            )
+        for who in [*(a.id for a in self.config.agents), HUMAN]:
+            moved = ensure_mailbox(self.paths, who)
+            if moved:
+                self.router.tell_moved(who, moved)
+        self.registry.write()
+
+    async def add_agent(self, spec: AgentSpec) -> None:
+        """A hired agent (hive_core/hire.py, already in office.toml) joins the running
+        office as start-up would have made it: its mailbox, the router's floor, the hook
+        policy's roster, its state (the registry and the app hear of it), its CLI, and a
+        word to the manager."""
+        loop = asyncio.get_running_loop()
+        self.config.agents.append(spec)
+        await loop.run_in_executor(self.routes.thread, self._new_desk, spec.id)
+        on_floor = [a for a in self.config.agents if not a.archived]
+        self.plane.facts = dataclasses.replace(
+            self.plane.facts,
+            roster=[(a.id, a.name, a.role) for a in on_floor],
+            web_agents=[a.id for a in on_floor if a.web],
+        )
+        self._refloor()
+        self.states.add(AgentState(spec=spec, manager=False, status="offline"))
+        started = False
+        if self.with_agents and not spec.send_only:
+            started = await self.supervisor.start(spec.id)
+        self._agent_log(spec.id, "hired by the person")
+        manager = self.config.office.manager
+        if manager in self.states:
+            role = f" ({one_line(spec.role, 200)})" if spec.role else ""
+            how = (
+                "Its CLI is starting."
+                if started
+                else f"Its CLI is not running: {self.states[spec.id].missing or 'see hive log'}."
+            )
+            text = (
+                f"The person hired {spec.id}, {one_line(spec.name, 64)}{role}, on "
+                f"{spec.provider}{', reading the web' if spec.web else ''}. {how} "
+                f"`hive roster` lists the team; send it work with `hive send --to {spec.id}`."
+            )
+            notice = router_notice(
+                f"{new_message_id()}-hired", manager, f"{spec.id} joined the team", text
+            )
+            self.routes.post(manager, notice)
+
+    def _new_desk(self, agent_id: str) -> None:
+        """On the route thread: the new agent's mailbox, and its unread index read once."""
+        moved = ensure_mailbox(self.paths, agent_id)
+        if moved:
+            self.router.tell_moved(agent_id, moved)
+        self.plane.inboxes.refresh([agent_id])
+
+    # --- running --------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        loop = self._loop = self.routes.loop = asyncio.get_running_loop()
+        # Start-up reads and writes the whole home: on the route thread, so the app's
+        # first frame is not held back by a backlog or a large hive.
+        await loop.run_in_executor(self.routes.thread, self._start_up)
+        kicks = KickServer(self.paths.kick_socket, self.routes.request_scan)
+        await kicks.start()
+        await self.hooks.start()
+        await self.control.start()
+        # The committer stops last, after the final routing pass, so its last commit
+        # holds everything.
+        commit_stop = asyncio.Event()
+        committing = asyncio.create_task(
+            self._supervised("commit", lambda: self.committer.run(commit_stop), commit_stop),
+            name="commit",
+        )
+        bodies: dict[str, Callable[[], Awaitable[None]]] = {
+            "watch": lambda: self.routes.watch(stop),
+            "route": lambda: self.routes.run(stop),
+            "registry": lambda: self.registry.run(stop),
+            "wake": lambda: self.watchdog.run(stop),
+            "status": lambda: self.status.run(stop),
+            "memory": lambda: self.memory.run(stop),
+            "cost": lambda: self.cost.run(
+                stop, lambda: {s.id: s.session_id for s in self.states.values()}
+            ),
+            "worktrees": lambda: self.worktrees.run(stop),
+            "digest": lambda: self.digest.run(stop),
+            "ci-logs": lambda: ci_logs.sweep_loop(
+                self.paths, self.config.office, stop, self._office_log
+            ),
+            "sockets": lambda: keep_sockets(
+                stop,
+                [self.control, self.hooks, kicks],
+                lambda path: self._office_log(f"{path.name} was gone; listening on it again"),
+            ),
+        }
+        if self.config.office.manager_watch == "off":
+            del bodies["digest"]
+        loops = [
+            asyncio.create_task(self._supervised(name, body, stop), name=name)
+            for name, body in bodies.items()
+        ]
+        try:
+            if self.with_agents:
+                manager = self.config.office.manager
+                first: dict[str, str] = {}
+                if manager in self.states and not self.states[manager].spec.send_only:
+                    team = [s.entry() for s in self.states.values()]
+                    standup = standup_message(self.paths, self.config, team)
+                    # In the inbox before the manager's CLI starts and reads its digest.
+                    await loop.run_in_executor(
+                        self.routes.thread, self.router.post, manager, standup
+                    )
+                    first[manager] = FIRST_PROMPT
+                await self.supervisor.start_all(first)
+            await stop.wait()
+        finally:
+            self.routes.wake()
+            self.registry.dirty.set()
+            await self.control.stop()
+            await self.supervisor.stop_all()
+            await self.hooks.stop()
+            await kicks.stop()
+            await asyncio.gather(*loops, return_exceptions=True)
+            for state in self.states.values():
+                if state.status not in ("offline", "archived"):
+                    with self.states.edit(state.id):
+                        state.status = "exited"
+            await loop.run_in_executor(
+                self.routes.thread, self._shut_down, self.registry.snapshot()
+            )
+            commit_stop.set()
+            await committing
+
+    def _start_up(self) -> None:
+        """On the route thread, before any loop runs. Nothing left over from a previous
+        run may keep the office from starting: what fails is reported, and the route
+        loop tries again."""
+        self.health.publish()
+        self.prepare()
+        self._guarded("route", self.router.recover)
+        self._guarded("route", self.router.scan_all)
+        # Read every inbox once now, so the first hook or tick does not pay for it.
+        self.plane.inboxes.refresh(list(self.states))
+
+    def _shut_down(self, registry: Registry) -> None:
+        """On the route thread, after every loop stopped: route what is left, publish
+        the agents' last states."""
+        self._guarded("route", self.router.scan_all)
+        self.registry.publish(registry)
+
+    def _health_changed(self, problems: list[Problem]) -> None:
+        """From whichever thread found (or cleared) the problem; listeners hear it on
+        the loop."""
+        loop = self._loop
+        try:
+            here: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            here = None
+        if loop is None or loop.is_closed() or here is loop:
+            self._tell(self.listeners.health, problems)
+        else:
+            loop.call_soon_threadsafe(self._tell, self.listeners.health, problems)
+
+    async def _supervised(
+        self, name: str, body: Callable[[], Awaitable[None]], stop: asyncio.Event
+    ) -> None:
+        """Run one of the office's loops until `stop`; if it dies, say so loudly (log,
+        health for `doctor` and the app) and start it again with backoff."""
+        loop = asyncio.get_running_loop()
+        backoff = RESTART_BACKOFF_S
+        failures = 0
+        while True:
+            started = loop.time()
+            try:
+                await body()
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                failures += 1
+                if loop.time() - started >= RECOVERED_AFTER_S:
+                    backoff = RESTART_BACKOFF_S
+                detail = (
+                    f"the {name} loop failed ({exc!r}); restarted {failures} time(s), "
+                    f"next in {backoff:g} s"
+                )
+                self._office_log(detail)
+                self.health.report(f"loop:{name}", detail)
+                if stop.is_set():
+                    return
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), backoff)
+                backoff = min(backoff * 2, RESTART_BACKOFF_MAX_S)
+                loop.call_later(RECOVERED_AFTER_S, self._maybe_recovered, name, failures)
+                self._recover_marks[name] = failures
+
+    def _maybe_recovered(self, name: str, failures: int) -> None:
+        if self._recover_marks.get(name) == failures:
+            self.health.clear(f"loop:{name}")
+
+    def _guarded(self, component: str, step: Callable[[], object]) -> None:
+        """Run one pass of something the loops also do; a failure is reported, not fatal."""
+        try:
+            step()
+        except Exception as exc:
+            detail = f"{component} pass failed: {exc!r}"
+            self._office_log(detail)
+            self.health.report(f"loop:{component}", detail)
+        else:
+            self.health.clear(f"loop:{component}")
+
+    def _office_log(self, detail: str) -> None:
+        # The disk may be what failed; health still carries it.
+        with contextlib.suppress(OSError):
+            self.plane.log(LogEvent(ts=utc_now_iso(), kind="office", detail=detail))
+        print(f"hive-office: {detail}", file=sys.stderr, flush=True)
+
+    def _agent_changed(self, state: AgentState) -> None:
+        # A CLI that could not start is a problem of the office (`doctor`) until it is
+        # started again.
+        if state.start_failed:
+            self.health.report(f"agent:{state.id}", state.start_failed)
+        else:
+            self.health.clear(f"agent:{state.id}")
+        # Its explained status follows at once (an edit of its own only if it changed).
+        self.status.refresh(state.id)
+        self.registry.dirty.set()
+        self._tell(self.listeners.agent, state)
+
+    def _tell(self, listeners: list[Callable[..., None]], *args: object) -> None:
+        """A failing listener (the app's) must not stop the office's own loops."""
+        for listener in listeners:
+            try:
+                listener(*args)
+            except Exception as exc:
+                self.plane.log(
+                    LogEvent(ts=utc_now_iso(), kind="office", detail=f"a listener failed: {exc!r}")
+                )
