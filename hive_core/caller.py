@@ -1,56 +1,172 @@
-"""Who is calling the `hive` CLI, proven where it can be.
+"""Who is calling `hive` (or `hive mcp`): one rule for every verb, decided by the office.
 
-An agent's environment holds HIVE_AGENT_ID and the secret the office minted for its
-current start (HIVE_SECRET). While the office runs, a caller claiming to be an agent
-must prove it with that secret over the control socket; with no office running the
-claim is taken as it stands (nothing else could check it). Outside an agent, with no
-HIVE_AGENT_ID at all, the caller is the person (`human`).
+While the office runs it attributes every call from the process itself: the control
+socket reads the caller's pid (SO_PEERCRED), and the office knows which agent's
+terminal session that process descends from (control.py). What the environment says
+(HIVE_AGENT_ID, HIVE_SECRET) is only a claim the office checks against that, so an
+agent cannot act as another or as the person by changing its environment.
 
-This is the same-user trust boundary: it keeps mistakes and stale processes from
-acting as someone else and keeps provenance honest; it does not stop a hostile process
-of the same user, which could read another agent's environment.
+With no office running nothing can check a claim. A verb that needs proof (the board,
+the ledger, memory, promotion) refuses an agent's claim then (`proven`); mail takes the
+claim as it stands, because it only queues in the claimed outbox and the router, when
+it starts, attributes it by that outbox. Anything short of a clear "no office runs"
+(a socket that does not answer, an unreadable reply) is a refusal: this module fails
+closed.
+
+Every `hive` call pays for one round trip here, so it imports nothing beyond what the
+mail verbs already load (no `socket`, no asyncio).
 """
 
 from __future__ import annotations
 
+import _socket
+import contextlib
 import os
+from pathlib import Path
+from typing import NamedTuple
 
-from hive_core.paths import HivePaths
-from hive_core.schema import HUMAN, ControlRequest, OfficeConfig
+import msgspec
+
+from hive_core.config import agent
+from hive_core.paths import HivePaths, Mailbox
+from hive_core.schema import HUMAN, ControlReply, ControlRequest, OfficeConfig
+
+# How long a caller waits for the office's answer before refusing. Generous: a busy
+# office (a routing burst, a large commit) still answers well within it.
+ANSWER_TIMEOUT_S = 10.0
+NOT_ANSWERING = "the office is not answering; try again."
+# The largest request line (`type` text is most of it): well past any paste a person
+# makes, and what the office holds at most per connection.
+REQUEST_MAX = 1 << 20
+
+_encode = msgspec.json.Encoder().encode
+_decode_reply = msgspec.json.Decoder(ControlReply).decode
 
 
 class CallerError(Exception):
     """The caller's identity is missing, unknown or unproven; the message says what to do."""
 
 
-def authenticated_caller(paths: HivePaths, config: OfficeConfig) -> str:
+class BadClaim(CallerError):
+    """HIVE_AGENT_ID itself is wrong (empty, or not an agent of this office)."""
+
+
+class Caller(NamedTuple):
+    """The office a command acts on, who it acts for, and whether the office said so."""
+
+    paths: HivePaths
+    config: OfficeConfig
+    who: str
+    proven: bool
+
+    @property
+    def box(self) -> Mailbox:
+        return self.paths.mailbox(self.who)
+
+    @property
+    def manager(self) -> str:
+        return self.config.office.manager
+
+
+def identify(paths: HivePaths, config: OfficeConfig) -> Caller:
+    """Who this process is to the office at `paths`: the office's answer while it runs,
+    the claim when no office runs (not proven), a CallerError otherwise."""
+    claimed = _claim(config)
+    secret = os.environ.get("HIVE_SECRET", "")
+    try:
+        reply = request(
+            paths.control_socket,
+            ControlRequest(cmd="whoami", agent=claimed, secret=secret),
+            timeout=ANSWER_TIMEOUT_S,
+        )
+    except OSError:  # ConnectionError and TimeoutError included
+        if office_running(paths) is not False:
+            raise CallerError(NOT_ANSWERING) from None
+        return Caller(paths, config, claimed or HUMAN, proven=False)
+    except msgspec.DecodeError:
+        raise CallerError(NOT_ANSWERING) from None
+    if not reply.ok or not reply.detail:
+        raise CallerError(reply.error or NOT_ANSWERING)
+    return Caller(paths, config, reply.detail, proven=True)
+
+
+def proven(caller: Caller) -> Caller:
+    """`caller`, for what only a proven caller may change (the board, the ledger, memory,
+    promotion). An agent's claim no running office confirmed is refused; the person's
+    stands, since no agent runs without the office."""
+    if caller.proven or caller.who == HUMAN:
+        return caller
+    raise CallerError(
+        f"the office must be running to prove that you are {caller.who}; start it "
+        "(`hive-office serve` or the app) and try again."
+    )
+
+
+def _claim(config: OfficeConfig) -> str | None:
+    """The agent id the environment claims; None for the person. A claim that is not
+    an agent of this office is refused before anyone is asked."""
     if "HIVE_AGENT_ID" not in os.environ:
-        return HUMAN
+        return None
     claimed = os.environ["HIVE_AGENT_ID"].strip()
     if not claimed:
-        raise CallerError(
+        raise BadClaim(
             "HIVE_AGENT_ID is set but empty; unset it to act as the person, or set it "
             "to your agent id."
         )
     if claimed == HUMAN:
-        return HUMAN
-    if claimed not in {a.id for a in config.agents}:
+        return None
+    if agent(config, claimed) is None:
         ids = ", ".join(a.id for a in config.agents)
-        raise CallerError(
-            f"HIVE_AGENT_ID is {claimed!r}, which is not an agent of this office ({ids})."
+        raise BadClaim(
+            f"HIVE_AGENT_ID is {claimed!r}, which is not an agent of this office ({ids}); "
+            "unset it to act as the person (human)."
         )
-    # Here, not at the top: the control module carries the office's asyncio server, and
-    # only a claim that needs proving should pay for importing it.
-    from hive_core import control
-
-    try:
-        reply = control.request(
-            paths.control_socket,
-            ControlRequest(cmd="whoami", agent=claimed, secret=os.environ.get("HIVE_SECRET", "")),
-            timeout=5,
-        )
-    except (ConnectionError, OSError):
-        return claimed  # no office running: nothing to check the claim against
-    if not reply.ok:
-        raise CallerError(reply.error or f"the office could not confirm that you are {claimed}.")
     return claimed
+
+
+def office_running(paths: HivePaths) -> bool | None:
+    """Whether an office holds `paths`' home (its flock on the home folder, as the
+    kernel lists it in /proc/locks); None when that cannot be told."""
+    try:
+        st = os.stat(paths.home)
+        with open("/proc/locks", "rb") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    inode = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}".encode()
+    # "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"
+    return any(
+        len(fields) >= 6 and fields[1] == b"FLOCK" and fields[5] == inode
+        for fields in (line.split() for line in lines)
+    )
+
+
+def request(path: Path, req: ControlRequest, timeout: float = 10.0) -> ControlReply:
+    """Send one request to a running office. Raises ConnectionError if none listens,
+    TimeoutError if it does not answer in time."""
+    frame = _encode(req) + b"\n"
+    if len(frame) > REQUEST_MAX:
+        return ControlReply(
+            ok=False,
+            error=f"refused: the request is {len(frame)} bytes, over the office's "
+            f"{REQUEST_MAX}-byte limit; send the text in smaller parts.",
+        )
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        sock.settimeout(timeout)
+        try:
+            sock.connect(str(path))
+        except (FileNotFoundError, ConnectionRefusedError) as e:
+            raise ConnectionError(str(e)) from None
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            # The office may answer (a refusal) and close before it read everything.
+            sock.sendall(frame)
+        data = b""
+        while not data.endswith(b"\n") and len(data) <= REQUEST_MAX:
+            chunk = sock.recv(1 << 16)
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        sock.close()
+    return _decode_reply(data)

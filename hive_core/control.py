@@ -1,9 +1,18 @@
-"""The control socket: the person's commands to a running office without a screen.
+"""The control socket: the person's commands to a running office, and who is calling.
 
 `hive-office type AGENT TEXT` types into an agent's terminal as the person would (the
 app's panes do the same through the same Office methods), `pause`/`resume` hold an
-agent at its next hook. A Unix socket in run/ (folder 0700, socket 0600): only the
-person's own user can reach it, the same trust as their keyboard.
+agent at its next hook, and so on for every action in actions.py. Every `hive` verb and
+`hive mcp` ask it `whoami` first. A Unix socket in run/ (folder 0700, socket 0600):
+only the office's own user can reach it.
+
+Every request is attributed before it is answered: the kernel tells the caller's pid
+and uid (SO_PEERCRED), and the caller is the agent whose terminal session that process
+descends from (its session id, or an ancestor that is the agent's CLI; the CLI is a
+child subreaper, see agents/pty_session.py, so a process that leaves the session with
+`setsid` or a double fork still has it as an ancestor), else the person. What the
+process claims (HIVE_AGENT_ID, HIVE_SECRET) is checked against that by `decide_whoami`,
+and an agent's process is refused every action that is the person's alone.
 
 One request a connection, one line each way. A request longer than REQUEST_MAX, not
 JSON, or nested past msgspec's guard gets a reply `{"ok": false, "error": "refused:
@@ -14,30 +23,66 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import os
 import socket
-from collections.abc import Awaitable, Callable
+import struct
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
+from typing import NamedTuple, Protocol
 
 import msgspec
 
-from hive_core.schema import ControlReply, ControlRequest
+from hive_core.actions import BY_NAME
+from hive_core.agents.state import AgentState
+from hive_core.caller import REQUEST_MAX
+from hive_core.caller import request as request
+from hive_core.schema import HUMAN, ControlReply, ControlRequest
 
 Handler = Callable[[ControlRequest], Awaitable[ControlReply]]
+Log = Callable[[str, str], None]  # (agent id, what happened)
 _decode = msgspec.json.Decoder(ControlRequest).decode
-_decode_reply = msgspec.json.Decoder(ControlReply).decode
 _encode = msgspec.json.Encoder().encode
-# The largest request line (`type` text is most of it): well past any paste a person
-# makes, and what the office holds at most per connection.
-REQUEST_MAX = 1 << 20
 READ_TIMEOUT_S = 5.0
+_PEERCRED = struct.Struct("3i")  # pid, uid, gid
+# How often the office looks for its sockets: a caller finding none is refused ("the
+# office is not answering") until the next look.
+SOCKET_CHECK_S = 1.0
+# A chain of parents longer than this is not a process tree (pid_max is 2**22; real
+# trees are a few dozen deep): stop instead of looping.
+ANCESTRY_MAX = 4096
+
+
+class Peer(NamedTuple):
+    pid: int
+    uid: int
+
+
+class Attributed(NamedTuple):
+    """Whose process called: an agent id, or None for a process outside every agent."""
+
+    owner: str | None
 
 
 class ControlServer:
-    def __init__(self, path: Path, handle: Handler) -> None:
+    def __init__(
+        self,
+        path: Path,
+        handle: Handler,
+        *,
+        agents: Mapping[str, AgentState] | None = None,
+        log: Log | None = None,
+    ) -> None:
+        """`agents`: the office's live agent states (read at each request: who runs,
+        with which secret); `log`: where the person's acting for a desk is recorded."""
         self.path = path
         self._handle = handle
+        self._agents: Mapping[str, AgentState] = agents if agents is not None else {}
+        self._log = log
         self._server: asyncio.AbstractServer | None = None
+        self._bound: tuple[int, int] | None = None
+        # Desks the person has acted for this run: logged once each, not on every call.
+        self._acted_for: set[str] = set()
 
     async def start(self) -> None:
         self.path.unlink(missing_ok=True)
@@ -48,13 +93,24 @@ class ControlServer:
             )
         finally:
             os.umask(old_umask)
+        self._bound = socket_identity(self.path)
 
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
             with contextlib.suppress(Exception):
                 await self._server.wait_closed()
+            self._server = None
         self.path.unlink(missing_ok=True)
+
+    async def ensure(self) -> bool:
+        """Listen again if the socket file is gone or replaced (an `rm run/control.sock`
+        must not leave callers with "no office"). True if it had to."""
+        if self._server is None or socket_identity(self.path) == self._bound:
+            return False
+        await self.stop()
+        await self.start()
+        return True
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -64,7 +120,7 @@ class ControlServer:
                 # StreamReader's limit: what was read of the line is already dropped.
                 reply = refused(f"the request is longer than {REQUEST_MAX} bytes")
             else:
-                reply = await self._answer(line)
+                reply = await self._answer(line, writer.get_extra_info("socket"))
             writer.write(_encode(reply) + b"\n")
             await writer.drain()
         except (TimeoutError, ConnectionError):
@@ -74,41 +130,194 @@ class ControlServer:
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
-    async def _answer(self, line: bytes) -> ControlReply:
+    async def _answer(self, line: bytes, sock: socket.socket | None) -> ControlReply:
         try:
             req = _decode(line)
         except RecursionError:
             return refused("the request is nested too deeply")
         except msgspec.DecodeError as e:
             return refused(f"not a request ({str(e)[:200]})")
+        who = self._attribute(sock)
+        if isinstance(who, ControlReply):
+            return who
+        if req.cmd == "whoami":
+            reply, acted_for = decide_whoami(who.owner, req, self._agents)
+            if acted_for is not None and acted_for not in self._acted_for and self._log:
+                self._acted_for.add(acted_for)
+                self._log(
+                    acted_for,
+                    f"the person acts as {acted_for} (HIVE_AGENT_ID) while it is not running",
+                )
+            return reply
+        if who.owner is not None:
+            action = BY_NAME.get(req.cmd)
+            if action is None or not action.reads_only:
+                return ControlReply(
+                    ok=False,
+                    error=f"you are {who.owner}: `{req.cmd}` is the person's to do, and this "
+                    f"process belongs to {who.owner}'s session. Ask the person (hive send "
+                    "--to human) if it is needed.",
+                )
         return await self._handle(req)
+
+    def _attribute(self, sock: socket.socket | None) -> Attributed | ControlReply:
+        if sock is None:
+            return refused("the office cannot see who is calling")
+        try:
+            pid, uid, _gid = _PEERCRED.unpack(
+                sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
+            )
+        except OSError:
+            return refused("the office cannot see who is calling")
+        leaders = {s.pid: s.id for s in self._agents.values() if s.pid is not None}
+        return attribute(Peer(pid, uid), os.getuid(), leaders, ancestry)
+
+
+def attribute(
+    peer: Peer,
+    own_uid: int,
+    leaders: Mapping[int, str],
+    chain: Callable[[int], list[tuple[int, int]]],
+) -> Attributed | ControlReply:
+    """Which agent `peer` belongs to, given each running agent's session leader (its
+    CLI's pid, which is also its session id) and `chain(pid)`: the process and its
+    ancestors as (pid, session id), nearest first."""
+    if peer.uid != own_uid:
+        return refused(
+            f"this process runs as uid {peer.uid}; the office serves only its own user "
+            f"(uid {own_uid})"
+        )
+    if peer.pid <= 0:
+        return refused(
+            "the office cannot see the calling process (another pid namespace, such as a "
+            "container); run `hive` on the office's host"
+        )
+    try:
+        line = chain(peer.pid)
+    except (FileNotFoundError, ProcessLookupError):
+        return refused("the calling process exited before the office could check who it is")
+    except OSError:
+        return refused("the office cannot read the calling process in /proc")
+    for pid, session in line:
+        owner = leaders.get(pid) or leaders.get(session)
+        if owner is not None:
+            return Attributed(owner)
+    return Attributed(None)
+
+
+def ancestry(pid: int) -> list[tuple[int, int]]:
+    """`pid` and its ancestors as (pid, session id), from /proc, up to pid 1. Raises
+    FileNotFoundError if `pid` is gone; an ancestor that exits meanwhile ends the chain."""
+    line: list[tuple[int, int]] = []
+    while pid > 1 and len(line) < ANCESTRY_MAX:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read()
+        except FileNotFoundError:
+            if not line:
+                raise
+            break
+        # "pid (comm) state ppid pgrp session ...": comm may hold spaces and parentheses.
+        fields = stat[stat.rindex(b")") + 2 :].split()
+        line.append((pid, int(fields[3])))
+        pid = int(fields[1])
+    return line
+
+
+def decide_whoami(
+    owner: str | None, req: ControlRequest, agents: Mapping[str, AgentState]
+) -> tuple[ControlReply, str | None]:
+    """Who the caller is, from whose process it is (`owner`, None for the person) and
+    what it claims (`req.agent`, `req.secret`). Also the desk the person acts for while
+    its agent is not running (to be logged), else None."""
+    claimed = req.agent if req.agent not in (None, "", HUMAN) else None
+    secret = req.secret or ""
+    if owner is not None:
+        if claimed != owner:
+            as_whom = claimed or "the person"
+            return ControlReply(
+                ok=False,
+                error=f"you are {owner}: this process belongs to {owner}'s session and "
+                f"cannot act as {as_whom}. Run `hive` with your own HIVE_AGENT_ID "
+                f"({owner}) and HIVE_SECRET.",
+            ), None
+        # The process is the proof; a secret given must still be this start's. None given
+        # is fine: Codex and Gemini strip *SECRET* names from their tools' environment.
+        if secret and not _secret_matches(agents[owner], secret):
+            return _unproven(owner), None
+        return ControlReply(ok=True, detail=owner), None
+    if claimed is None:
+        return ControlReply(ok=True, detail=HUMAN), None
+    state = agents.get(claimed)
+    if state is None:
+        return ControlReply(
+            ok=False, error=f"no agent {claimed!r} on the roster; see `hive roster`."
+        ), None
+    if state.spec.archived or state.status == "archived":
+        return ControlReply(
+            ok=False,
+            error=f"{claimed} is archived: nobody acts as it. `hive-office spawn {claimed}` "
+            "brings it back.",
+        ), None
+    if secret:
+        # A secret given must be this start's, whoever gives it: a stale or forged one
+        # is refused, never ignored.
+        if not _secret_matches(state, secret):
+            return _unproven(claimed), None
+        return ControlReply(ok=True, detail=claimed), None
+    if state.pid is not None:
+        return ControlReply(
+            ok=False,
+            error=f"{claimed} is running: only its own processes act as {claimed}. Unset "
+            "HIVE_AGENT_ID to act as the person.",
+        ), None
+    return ControlReply(ok=True, detail=claimed), claimed
+
+
+def _secret_matches(state: AgentState, secret: str) -> bool:
+    return bool(state.secret) and hmac.compare_digest(state.secret.encode(), secret.encode())
+
+
+def _unproven(agent_id: str) -> ControlReply:
+    return ControlReply(
+        ok=False,
+        error=f"this process cannot prove it is {agent_id}: its HIVE_SECRET is not the one "
+        "the office gave that agent (stale or forged).",
+    )
+
+
+class Listener(Protocol):
+    """A server of the office on a socket file in run/ (control, hook, kick)."""
+
+    path: Path
+
+    async def ensure(self) -> bool:
+        """Listen again if the socket file is gone or replaced; True if it had to."""
+        ...
+
+
+async def keep_sockets(
+    stop: asyncio.Event, listeners: Sequence[Listener], recreated: Callable[[Path], None]
+) -> None:
+    """Until `stop`: every SOCKET_CHECK_S, put back any socket whose file vanished (an
+    agent's `rm run/control.sock` must not leave the office deaf)."""
+    while not stop.is_set():
+        for listener in listeners:
+            if await listener.ensure():
+                recreated(listener.path)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), SOCKET_CHECK_S)
+
+
+def socket_identity(path: Path) -> tuple[int, int] | None:
+    """The (device, inode) of the socket file at `path`, None if there is none: what a
+    server bound, to notice later that the file was removed or replaced."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
 
 
 def refused(why: str) -> ControlReply:
     return ControlReply(ok=False, error=f"refused: {why}.")
-
-
-def request(path: Path, req: ControlRequest, timeout: float = 10.0) -> ControlReply:
-    """Send one request to a running office. Raises ConnectionError if none listens."""
-    frame = _encode(req) + b"\n"
-    if len(frame) > REQUEST_MAX:
-        return refused(
-            f"the request is {len(frame)} bytes, over the office's {REQUEST_MAX}-byte limit; "
-            "send the text in smaller parts"
-        )
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(timeout)
-        try:
-            sock.connect(str(path))
-        except (FileNotFoundError, ConnectionRefusedError) as e:
-            raise ConnectionError(str(e)) from None
-        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-            # The office may answer (a refusal) and close before it read everything.
-            sock.sendall(frame)
-        data = b""
-        while not data.endswith(b"\n") and len(data) <= REQUEST_MAX:
-            chunk = sock.recv(1 << 16)
-            if not chunk:
-                break
-            data += chunk
-    return _decode_reply(data)

@@ -14,6 +14,9 @@ from pathlib import Path
 TEMP_PREFIX = ".tmp-"
 # Hive files are the office user's alone (messages, memory, the log).
 FILE_MODE = 0o600
+# Files the office writes for agents' CLIs and no agent needs to change (their settings):
+# replaced whole by atomic_write (a rename needs only the folder writable).
+READ_ONLY_MODE = 0o400
 # Errors that mean "no room": the write may succeed later, nothing about the file is wrong.
 DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
@@ -103,10 +106,10 @@ def is_temp_name(name: str) -> bool:
     return name.startswith(".")
 
 
-def atomic_write(path: Path, data: bytes, *, fsync: bool = True) -> None:
+def atomic_write(path: Path, data: bytes, *, fsync: bool = True, mode: int = FILE_MODE) -> None:
     """Write `data` to `path` so a reader sees the old file or the new one, never half."""
     tmp = path.with_name(f"{TEMP_PREFIX}{os.urandom(6).hex()}-{path.name}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
         try:
             write_all(fd, data)

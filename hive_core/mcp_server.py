@@ -1,53 +1,71 @@
 """`hive mcp`: the office's memory and mail as MCP tools over stdio, for one caller.
 
-    build_server(desk) -> MCPServer        the tools, bound to desk.caller
-    open_desk(paths) -> Desk               who is calling; CallerError if unproven
+    build_server(caller) -> MCPServer      the tools, each call attributed again
+    open_caller(paths) -> Caller           who is calling (caller.identify); CallerError
 
-The agent CLI starts `hive mcp` as its own child, so the server inherits the agent's
-HIVE_HOME, HIVE_AGENT_ID and HIVE_SECRET; the caller is settled once, at start, by
-`caller.authenticated_caller` (proven with the secret while the office runs) and no
-tool takes an identity argument, so a model cannot act as anyone else. Scopes are the
-store's (`MemoryStore.search`), exactly as for `hive memory search`. The trust
-boundary is the same as the CLI's: it keeps agents of one OS user from each other's
-memory by mistake; it does not stop a hostile process of that user.
+The agent CLI starts `hive mcp` as its own child, so the server is a process of the
+agent's session with its environment. Who it serves is settled at start by the same
+rule as every `hive` verb (caller.identify), and every tool call asks the office again:
+a server that outlives its agent's start, or an office restarted meanwhile, is refused
+instead of acting on an old answer. Writing memory needs the proof `hive memory note`
+needs (caller.proven). No tool takes an identity argument, so a model cannot act
+as anyone else. Scopes are the store's (`MemoryStore.search`), exactly as for `hive
+memory search`; sending is mail.send, as for `hive send`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from typing_extensions import TypedDict  # pydantic (under mcp) needs it on Python < 3.12
 
-from hive_core import kick, mail
-from hive_core.caller import authenticated_caller
+from hive_core import mail
+from hive_core.caller import Caller, CallerError, identify, proven
 from hive_core.config import load_office
-from hive_core.memory import Hit, MemoryStoreError, note, open_store
+from hive_core.memory import (
+    Filters,
+    Hit,
+    MemoryStoreError,
+    SemanticUnavailable,
+    edit,
+    forget,
+    note,
+    open_store,
+)
+from hive_core.memory.entry import Source
 from hive_core.paths import HivePaths
-from hive_core.schema import HUMAN, Act, Draft, Message, OfficeConfig
+from hive_core.routing.marks import caution
+from hive_core.schema import HUMAN, Act, Draft, Message
 
 # The server's name: claude calls its tools mcp__hive__<tool>.
 SERVER_NAME = "hive"
 QUERY_LIMIT_MAX = 50
 
 ScopeName = Literal["own", "office", "all"]
+ModeName = Literal["keyword", "semantic", "hybrid"]
 
 
-@dataclass(frozen=True)
-class Desk:
-    """The office and the caller every tool acts for."""
-
-    paths: HivePaths
-    config: OfficeConfig
-    caller: str
+def open_caller(paths: HivePaths) -> Caller:
+    """The office at `paths` and its caller (CallerError, ConfigError)."""
+    return identify(paths, load_office(paths.office_toml))
 
 
-def open_desk(paths: HivePaths) -> Desk:
-    """The office at `paths` and its authenticated caller (CallerError, ConfigError)."""
-    config = load_office(paths.office_toml)
-    return Desk(paths, config, authenticated_caller(paths, config))
+def _still(caller: Caller, *, proof: bool = False) -> Caller:
+    """The caller of this call: the office asked again, and it must be the one the
+    server started for."""
+    try:
+        now = identify(caller.paths, caller.config)
+        if proof:
+            proven(now)
+    except CallerError as e:
+        raise ToolError(str(e)) from None
+    if now.who != caller.who:
+        raise ToolError(
+            f"this server acts for {caller.who}, and the office says you are {now.who}."
+        )
+    return now
 
 
 # --- what the tools return (TypedDicts: the SDK turns them into output schemas) --------
@@ -62,6 +80,8 @@ class HitOut(TypedDict):
     path: str
     text: str
     updated_at: str
+    tags: list[str]
+    external_id: str
 
 
 class ScopeOut(TypedDict):
@@ -95,6 +115,8 @@ class MessageOut(TypedDict):
     in_reply_to: str | None
     task: str | None
     needs_human: bool
+    # Set for mail to read as material, not instructions (web origin, flagged text).
+    caution: str | None
 
 
 def hit_out(hit: Hit) -> HitOut:
@@ -108,6 +130,8 @@ def hit_out(hit: Hit) -> HitOut:
         path=e.path,
         text=e.text,
         updated_at=e.updated_at,
+        tags=list(e.tags),
+        external_id=e.external_id,
     )
 
 
@@ -123,6 +147,7 @@ def message_out(m: Message) -> MessageOut:
         in_reply_to=m.in_reply_to,
         task=m.task,
         needs_human=m.needs_human,
+        caution=caution(m.origin, m.injection),
     )
 
 
@@ -139,33 +164,25 @@ def scopes_for(caller: str) -> list[ScopeOut]:
             name="office",
             covers="the board, tasks, triage, promoted knowledge, and messages you sent or received",
         ),
-        ScopeOut(name="all", covers="own and office together"),
+        ScopeOut(
+            name="all",
+            covers="own and office together"
+            if caller != HUMAN
+            else "everything: the office and every agent's private memory (owner on each hit)",
+        ),
     ]
-
-
-def draft_problem(desk: Desk, draft: Draft) -> str | None:
-    """Why the draft cannot be sent, as `hive send` would say it; None if it can."""
-    return (
-        mail.check_recipient(desk.config, desk.caller, draft.to)
-        or mail.check_draft(draft)
-        or (
-            None
-            if draft.body.strip() or draft.subject
-            else "the message is empty: give a body, or at least a subject."
-        )
-    )
 
 
 # --- the server -----------------------------------------------------------------------
 
 
-def build_server(desk: Desk) -> MCPServer:
+def build_server(caller: Caller) -> MCPServer:
     server: MCPServer = MCPServer(
         SERVER_NAME,
         # stderr is the agent CLI's log of this server: only what goes wrong belongs there.
         log_level="WARNING",
         instructions=(
-            f"The hive-office tools of {desk.caller}: your memory (write, query), your "
+            f"The hive-office tools of {caller.who}: your memory (write, query), your "
             "inbox, and sending messages to the team. They always act as you."
         ),
     )
@@ -174,58 +191,94 @@ def build_server(desk: Desk) -> MCPServer:
     def memory_write(text: str) -> Written:
         """Remember TEXT: a private note (scope own), searchable at once and folded into
         your memory.md later. One fact per note; point to files rather than pasting them."""
+        now = _still(caller, proof=True)
         try:
-            entry = note(desk.paths, desk.caller, text)
+            entry = note(now.paths, now.who, text)
         except (ValueError, MemoryStoreError) as e:
             raise ToolError(str(e)) from None
         return Written(id=entry.id, path=entry.path)
 
     @server.tool()
-    def memory_query(query: str, scope: ScopeName = "all", limit: int = 10) -> list[HitOut]:
+    def memory_query(
+        query: str = "",
+        scope: ScopeName = "all",
+        limit: int = 10,
+        mode: ModeName = "keyword",
+        tags: list[str] | None = None,
+        source: Source | None = None,
+        external_id: str | None = None,
+    ) -> list[HitOut]:
         """Search memory, best match first. scope: own (your private memory), office
-        (board, tasks, triage, promoted knowledge, your mail) or all. Finds near-identical
-        text: any case or punctuation, other word forms, pieces of identifiers."""
+        (board, tasks, triage, promoted knowledge, your mail) or all. Keyword mode finds
+        near-identical text: any case or punctuation, other word forms, pieces of
+        identifiers; semantic and hybrid (when installed) also find other wordings.
+        tags, source and external_id are exact filters (every tag must be present); with
+        no query they list the entries they match, newest first."""
         if not 1 <= limit <= QUERY_LIMIT_MAX:
             raise ToolError(f"limit must be between 1 and {QUERY_LIMIT_MAX}.")
+        filters = Filters(tags=tuple(tags or ()), source=source, external_id=external_id)
+        if not query.strip() and filters.empty:
+            raise ToolError("give a query, or filter with tags, source or external_id.")
+        now = _still(caller)
         try:
             # A store per call: the SDK runs sync tools on worker threads, and a SQLite
             # connection belongs to the thread that opened it.
-            with open_store(desk.paths) as store:
-                hits = store.search(query, desk.caller, scope, limit)
-        except (ValueError, MemoryStoreError) as e:
+            with open_store(now.paths) as store:
+                hits = store.search(query, now.who, scope, limit, mode, filters)
+        except (ValueError, MemoryStoreError, SemanticUnavailable) as e:
             raise ToolError(str(e)) from None
         return [hit_out(h) for h in hits]
 
     @server.tool()
+    def memory_forget(entry_id: str) -> Written:
+        """Forget a memory entry (an id from memory_query): it is taken out of the file it
+        came from. Your own private memory only; office knowledge is the manager's."""
+        now = _still(caller, proof=True)
+        try:
+            entry = forget(now.paths, entry_id, now.who)
+        except MemoryStoreError as e:
+            raise ToolError(str(e)) from None
+        return Written(id=entry.id, path=entry.path)
+
+    @server.tool()
+    def memory_edit(entry_id: str, text: str) -> Written:
+        """Replace the text of a memory entry (an id from memory_query) where it was
+        written; returns its new id (an id follows its text). Who may: as memory_forget."""
+        now = _still(caller, proof=True)
+        try:
+            entry = edit(now.paths, entry_id, now.who, text)
+        except (ValueError, MemoryStoreError) as e:
+            raise ToolError(str(e)) from None
+        return Written(id=entry.id, path=entry.path)
+
+    @server.tool()
     def list_scopes() -> Scopes:
         """Who you are to the office and what each memory_query scope covers for you."""
-        return Scopes(caller=desk.caller, scopes=scopes_for(desk.caller))
+        now = _still(caller)
+        return Scopes(caller=now.who, scopes=scopes_for(now.who))
 
     @server.tool()
     def send(to: str, act: Act = "inform", subject: str = "", body: str = "") -> Queued:
         """Send a message from you: `to` is an agent id, or god (the manager), human,
         broadcast or triage. request, query and propose expect a reply; the other acts
         end a thread. The office delivers it from your outbox."""
+        now = _still(caller)
         draft = Draft(to=to, act=act, subject=subject.strip(), body=body)
-        problem = draft_problem(desk, draft)
-        if problem:
-            raise ToolError(problem)
-        box = desk.paths.mailbox(desk.caller)
-        path = mail.write_draft(box, draft)
-        return Queued(
-            path=str(path.relative_to(desk.paths.hive)),
-            delivered_now=kick.kick(desk.paths, desk.caller),
-        )
+        try:
+            path, delivered = mail.send(now.paths, now.config, now.who, draft)
+        except mail.DraftRefused as e:
+            raise ToolError(str(e)) from None
+        return Queued(path=str(path.relative_to(now.paths.hive)), delivered_now=delivered)
 
     @server.tool()
     def inbox() -> list[MessageOut]:
         """Your unread messages, oldest first, in full. Mark one processed with
         `hive done ID` when you have dealt with it."""
-        return [message_out(m) for m in mail.iter_inbox(desk.paths.mailbox(desk.caller))]
+        return [message_out(m) for m in mail.iter_inbox(_still(caller).box)]
 
     return server
 
 
-def run(desk: Desk) -> None:
+def run(caller: Caller) -> None:
     """Serve the tools on stdin/stdout until the client closes them."""
-    build_server(desk).run("stdio")
+    build_server(caller).run("stdio")

@@ -10,7 +10,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,14 +60,29 @@ class ClaudeOffice:
     ) -> subprocess.CompletedProcess[str]:
         env = {**self.env, "HIVE_HOME": str(self.home)}
         env.pop("HIVE_AGENT_ID", None)
+        env.pop("HIVE_SECRET", None)
         if agent:
             env["HIVE_AGENT_ID"] = agent
+            # The person acts for a running agent only with its secret (caller.py).
+            secret = self.secret_of(agent)
+            if secret:
+                env["HIVE_SECRET"] = secret
         result = subprocess.run(
             [str(BIN / args[0]), *args[1:]], env=env, capture_output=True, text=True, timeout=60
         )
         if check:
             assert result.returncode == 0, result.stderr
         return result
+
+    def secret_of(self, agent: str) -> str | None:
+        """The running agent's secret, from its CLI's environment; None if not running."""
+        pid = self.registry().get(agent, {}).get("pid")
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") if pid else []
+        except OSError:
+            return None
+        found = [v.split(b"=", 1)[1] for v in environ if v.startswith(b"HIVE_SECRET=")]
+        return found[0].decode() if found else None
 
     def inbox(self, who: str) -> list[dict[str, Any]]:
         folder = self.home / "hive" / ("human" if who == "human" else f"agents/{who}") / "inbox"
@@ -107,8 +122,10 @@ def make_claude_office(
     *,
     agents: Sequence[str] = AGENTS,
     stop_block_cap: int = 3,
+    options: Mapping[str, str] | None = None,
 ) -> ClaudeOffice:
-    """Create (not start) an office whose agents are claude against scripted models."""
+    """Create (not start) an office whose agents are claude against scripted models.
+    `options`: more TOML lines for an agent's roster entry, by id."""
     home, project, config_dir = root / "home", root / "project", root / "claude"
     project.mkdir(parents=True, exist_ok=True)
     write_claude_config(config_dir, API_KEY, trusted=[project])
@@ -123,6 +140,7 @@ def make_claude_office(
             f'\n[[agents]]\nid = "{agent}"\nname = "{agent.title()}"\nrole = "Engineer"\n'
             f'provider = "claude"\ncwd = "{project}"\n'
             f'env = {{ ANTHROPIC_BASE_URL = "{models[agent].base_url}" }}\n'
+            f"{(options or {}).get(agent, '')}"
         )
     home.mkdir(parents=True, exist_ok=True)
     (home / "office.toml").write_text(roster)

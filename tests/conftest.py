@@ -12,9 +12,13 @@ import pytest
 import pytest_textual_snapshot
 from hypothesis import settings
 
+from hive_core.agents.state import AgentState
+from hive_core.config import load_office
+from hive_core.control import ControlServer
 from hive_core.hive import init_office
-from hive_core.office import Office
+from hive_core.office import Office, office_lock
 from hive_core.paths import HivePaths
+from hive_core.schema import ControlReply, ControlRequest
 
 # No property test has a time limit: these machines are shared, and a slow example on a
 # loaded one is not a failure (speed is measured by bench/, never asserted).
@@ -79,4 +83,43 @@ def running() -> Iterator[Running]:
     for state in office.office.states.values():
         state.new_secret()
     yield office
+    office.close()
+
+
+class ProvingOffice:
+    """Only the office's answer to "who is calling": its real control socket, with the
+    home's lock held as a served office holds it, and no router (which would deliver
+    what a test means to find in an outbox). For tests of verbs that need a proven
+    caller; the process running them is the person's, acting for desks whose agents
+    are not running. The whole office is tested with them in test_identity.py."""
+
+    def __init__(self, paths: HivePaths) -> None:
+        config = load_office(paths.office_toml)
+        self.states = {
+            a.id: AgentState(spec=a, manager=a.id == config.office.manager) for a in config.agents
+        }
+        self._lock = office_lock(paths)
+        self._lock.__enter__()
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.server = ControlServer(paths.control_socket, self._perform, agents=self.states)
+        asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(timeout=20)
+
+    async def _perform(self, req: ControlRequest) -> ControlReply:
+        return ControlReply(ok=False, error="refused: only `whoami` is answered here.")
+
+    def close(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop).result(timeout=20)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=20)
+        self.loop.close()
+        self._lock.__exit__(None, None, None)
+
+
+@pytest.fixture
+def proving(office_home: HivePaths) -> Iterator[HivePaths]:
+    """office_home with a ProvingOffice answering on it."""
+    office = ProvingOffice(office_home)
+    yield office_home
     office.close()

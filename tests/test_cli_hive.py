@@ -35,6 +35,7 @@ from hive_core.schema import (
     Message,
     Registry,
 )
+from tests.conftest import Running
 
 HIVE_BIN = Path(sys.executable).parent / "hive"
 
@@ -441,17 +442,23 @@ def test_board_read(office_home: HivePaths) -> None:
     assert result.stdout == office_home.board.read_text()
 
 
-@pytest.mark.parametrize("who", ["jim", None])
-def test_board_write_refused_for_non_manager(office_home: HivePaths, who: str | None) -> None:
+def test_board_write_refused_for_non_manager(office_home: HivePaths) -> None:
     before = office_home.board.read_bytes()
-    result = hive(office_home, "board", "--write", "-", agent=who, stdin="# Mine now\n")
+    result = hive(office_home, "board", "--write", "-", stdin="# Mine now\n")
     assert result.exit_code == 1
     assert "only the manager (michael)" in result.stderr
     assert "hive triage" in result.stderr
+    # An agent's claim needs a running office to prove it; without one it is refused.
+    claimed = hive(office_home, "board", "--write", "-", agent="jim", stdin="# Mine now\n")
+    assert claimed.exit_code == 1 and "office must be running" in claimed.stderr
     assert office_home.board.read_bytes() == before
 
 
-def test_board_write_by_manager(office_home: HivePaths, tmp_path: Path) -> None:
+def test_board_write_by_manager(
+    running: Running, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    office_home = running.office.paths
+    monkeypatch.setenv("HIVE_SECRET", running.office.states["michael"].secret)
     plan = tmp_path / "plan.md"
     plan.write_text("# Board\n\n- ship it\n")
     result = hive(office_home, "board", "--write", str(plan), agent="michael")

@@ -503,7 +503,7 @@ def test_any_control_request_is_answered(data: bytes) -> None:
         return ControlReply(ok=True)
 
     server = ControlServer(Path("/nonexistent"), handle)
-    reply = asyncio.run(server._answer(data))
+    reply = asyncio.run(server._answer(data, None))
     assert reply.ok or (reply.error or "").startswith("refused: ")
 
 

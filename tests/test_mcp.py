@@ -85,7 +85,15 @@ async def test_tools_are_listed_and_none_takes_an_identity(office_home: HivePath
     async with session(office_home, "jim") as client:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
         scopes = await call(client, "list_scopes")
-    assert set(tools) == {"memory_write", "memory_query", "list_scopes", "send", "inbox"}
+    assert set(tools) == {
+        "memory_write",
+        "memory_query",
+        "memory_forget",
+        "memory_edit",
+        "list_scopes",
+        "send",
+        "inbox",
+    }
     for tool in tools.values():
         assert not {"caller", "agent", "agent_id", "owner", "sender"} & set(
             tool.input_schema.get("properties", {})
@@ -94,14 +102,16 @@ async def test_tools_are_listed_and_none_takes_an_identity(office_home: HivePath
     assert [s["name"] for s in scopes["scopes"]] == ["own", "office", "all"]
 
 
-async def test_scopes_over_identical_text(office_home: HivePaths) -> None:
+async def test_scopes_over_identical_text(running: Any) -> None:
     # The same words in jim's note, pam's note and the board: ranking cannot decide,
-    # only the scope can.
+    # only the scope can. Writing memory needs the office to prove the writer.
+    office_home: HivePaths = running.office.paths
+    secret = {a: running.office.states[a].secret for a in ("jim", "pam")}
     office_home.board.write_text(f"# Board\n\n- {SAME}\n")
-    async with session(office_home, "jim") as jim:
+    async with session(office_home, "jim", secret["jim"]) as jim:
         written = await call(jim, "memory_write", text=SAME)
         assert written["path"] == "agents/jim/memory/notes.md"
-    async with session(office_home, "pam") as pam:
+    async with session(office_home, "pam", secret["pam"]) as pam:
         await call(pam, "memory_write", text=SAME)
         assert owners(await call(pam, "memory_query", query=SAME, scope="own")) == {("note", "pam")}
     async with session(office_home, "jim") as jim:
@@ -116,9 +126,10 @@ async def test_scopes_over_identical_text(office_home: HivePaths) -> None:
     assert "own" in bad_scope and "office" in bad_scope
 
 
-async def test_an_identity_argument_is_ignored_never_obeyed(office_home: HivePaths) -> None:
+async def test_an_identity_argument_is_ignored_never_obeyed(running: Any) -> None:
+    office_home: HivePaths = running.office.paths
     pam_notes = office_home.mailbox("pam").notes.read_text()
-    async with session(office_home, "jim") as jim:
+    async with session(office_home, "jim", running.office.states["jim"].secret) as jim:
         result = await jim.call_tool("memory_write", {"text": "mine", "agent_id": "pam"})
     assert office_home.mailbox("pam").notes.read_text() == pam_notes
     if not result.is_error:
@@ -264,16 +275,17 @@ API_KEY = "sk-ant-scripted-0123456789abcdefghijklmnop"
 
 @pytest.mark.integration
 @pytest.mark.skipif(CLAUDE is None, reason="claude CLI not found (run scripts/setup)")
-def test_a_claude_agent_uses_the_tools_without_a_prompt(office_home: HivePaths) -> None:
+def test_a_claude_agent_uses_the_tools_without_a_prompt(running: Any) -> None:
     """The real claude, launched with what ClaudeProvider.prepare wrote, starts `hive mcp`
     as jim and calls its tools unprompted (print mode denies anything not allowed)."""
     assert CLAUDE is not None
+    office_home: HivePaths = running.office.paths
     project = office_home.home.parent / "project"
     project.mkdir()
     ctx = LaunchContext(
         paths=office_home,
         agent=AgentSpec(id="jim", name="Jim", cwd=str(project), command=[CLAUDE]),
-        secret="s3cret",
+        secret=running.office.states["jim"].secret,
         session_id=str(uuid4()),
         resume=False,
         system_prompt="You are Jim.",

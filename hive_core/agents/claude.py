@@ -10,18 +10,23 @@ carries `hook_event_name`, `session_id` and `cwd`; a Stop reply
 a PreToolUse deny reaches the model as an error tool result with the reason;
 `additionalContext` is shown to the model on SessionStart, UserPromptSubmit and
 PostToolUse; a Notification with `notification_type: "permission_prompt"` means a
-permission dialog is open.
+permission dialog is open; a `permissions.deny` rule `Edit(//abs/path/**)` refuses every
+file-editing tool there before any hook runs, and the model reads "File is in a
+directory that is denied by your permission settings." (tests/test_policy_claude.py).
 """
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
+import cth_hook
 from hive_core.agents.provider import (
     EVENT_NAMES,
     CanonicalEvent,
@@ -29,13 +34,18 @@ from hive_core.agents.provider import (
     HookDecision,
     Launch,
     LaunchContext,
+    SummaryCommand,
+    SummaryRequest,
     agent_cwd,
     office_env,
     program_argv,
     text_field,
 )
-from hive_core.fsio import atomic_write
+from hive_core.events.decide import locked_paths
+from hive_core.fsio import READ_ONLY_MODE, atomic_write
+from hive_core.paths import HivePaths
 from hive_core.schema import AgentSpec
+from hive_core.usage import UsageSource, claude_files, claude_parser
 
 # Seconds claude waits for one hook before giving up on it; the shim's own deadline is
 # shorter, so this only matters if the shim itself is stuck.
@@ -58,6 +68,7 @@ class _Matcher(msgspec.Struct):
 
 class _Permissions(msgspec.Struct):
     allow: list[str]
+    deny: list[str]
 
 
 class ClaudeSettings(msgspec.Struct):
@@ -85,11 +96,24 @@ def mcp_config_for(hive_executable: str) -> McpConfig:
     return McpConfig(mcpServers={"hive": _McpServer(command=hive_executable, args=["mcp"])})
 
 
-def settings_for(hook_command: list[str]) -> ClaudeSettings:
+def deny_rules(locked: Iterable[Path]) -> list[str]:
+    """Claude Code's own refusal to edit the office's files, behind the hook's (which
+    gives the model a reason): it holds if a hook goes unanswered. An `Edit(...)` rule
+    covers every built-in tool that edits files (Write, MultiEdit, NotebookEdit too);
+    `Write(...)` rules with a path are ignored with a warning. `//` starts an absolute
+    path; a path reached through a link is named both ways."""
+    rules = []
+    for path in locked:
+        for form in dict.fromkeys((str(path), os.path.realpath(path))):
+            rules += [f"Edit(/{form})", f"Edit(/{form}/**)"]
+    return rules
+
+
+def settings_for(hook_command: list[str], locked: Iterable[Path] = ()) -> ClaudeSettings:
     command = _Command(command=shlex.join(hook_command))
     return ClaudeSettings(
         hooks={name: [_Matcher(hooks=[command])] for name in EVENT_NAMES},
-        permissions=_Permissions(allow=ALLOW_RULES),
+        permissions=_Permissions(allow=ALLOW_RULES, deny=deny_rules(locked)),
     )
 
 
@@ -106,17 +130,25 @@ class ClaudeProvider:
             "(or run ./scripts/setup, which puts a pinned one in .venv/bin)."
         )
 
+    def start_hint(self) -> str:
+        return "Log in with `claude` once, or set ANTHROPIC_API_KEY."
+
     def settings_path(self, ctx: LaunchContext) -> Path:
         return ctx.paths.agent_settings / f"{ctx.agent.id}.json"
 
     def prepare(self, ctx: LaunchContext) -> Launch:
         path = self.settings_path(ctx)
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, msgspec.json.format(msgspec.json.encode(settings_for(ctx.hook_command))))
+        locked = locked_paths(ctx.paths, Path(cth_hook.__file__).parent)
+        settings = settings_for(ctx.hook_command, locked)
+        # Read-only on disk too: no agent needs to change its settings.
+        atomic_write(path, msgspec.json.format(msgspec.json.encode(settings)), mode=READ_ONLY_MODE)
         env = office_env(ctx)
         mcp = ctx.paths.agent_settings / f"{ctx.agent.id}.mcp.json"
         hive = shutil.which("hive", path=env["PATH"]) or "hive"
-        atomic_write(mcp, msgspec.json.format(msgspec.json.encode(mcp_config_for(hive))))
+        atomic_write(
+            mcp, msgspec.json.format(msgspec.json.encode(mcp_config_for(hive))), mode=READ_ONLY_MODE
+        )
         argv = [*program_argv(ctx.agent, self.executable(ctx.agent), env), "--settings", str(path)]
         # `--mcp-config` takes several values: the `=` form keeps it from swallowing the
         # next argument. Without --strict-mcp-config the user's own servers still load.
@@ -142,9 +174,30 @@ class ClaudeProvider:
             prompt=text_field(raw.get("prompt")),
             stop_hook_active=raw.get("stop_hook_active") is True,
             notification_type=text_field(raw.get("notification_type")),
-            message=text_field(raw.get("message")),
+            # StopFailure carries the error text the person saw as its last message.
+            message=text_field(raw.get("message") or raw.get("last_assistant_message")),
             cwd=text_field(raw.get("cwd")),
+            error=text_field(raw.get("error")),
         )
+
+    def summary_command(self, agent: AgentSpec, request: SummaryRequest) -> SummaryCommand:
+        """Headless: `--tools=` leaves no tool but the StructuredOutput one that
+        `--json-schema` adds, and no session is saved."""
+        program = agent.command or [self.executable(agent)]
+        argv = [*program, *(["--model", agent.model] if agent.model else [])]
+        argv += ["-p", "--output-format=json", "--tools=", f"--json-schema={request.schema}"]
+        argv += ["--no-session-persistence", f"--system-prompt={request.system_prompt}"]
+        return SummaryCommand(argv=argv, answer=structured_output)
+
+    def usage_source(
+        self, agent: AgentSpec, paths: HivePaths, env: Mapping[str, str], sessions: Sequence[str]
+    ) -> UsageSource:
+        """The session transcripts (`<config dir>/projects/<cwd slug>/<session>.jsonl`):
+        every assistant line carries the API's usage. The office does not set the config
+        dir (the person's login lives there), so transcripts are found by session id."""
+        home = Path(env.get("HOME") or Path.home())
+        config_dir = Path(env.get("CLAUDE_CONFIG_DIR") or home / ".claude").expanduser()
+        return UsageSource(files=claude_files(config_dir, sessions), parser=claude_parser)
 
     def render(self, event: CanonicalEvent, decision: HookDecision) -> HookAnswer:
         output: dict[str, Any] | None = None
@@ -158,6 +211,17 @@ class ClaudeProvider:
                     "permissionDecisionReason": decision.deny,
                 }
             }
+        elif decision.rewrite is not None and event.name == "PreToolUse":
+            # Only an "allow" applies updatedInput; the CLI's own deny and ask rules still
+            # run on the rewritten call.
+            output = {
+                "hookSpecificOutput": {
+                    "hookEventName": "PreToolUse",
+                    "permissionDecision": "allow",
+                    "permissionDecisionReason": "read from the office's CI-log cache",
+                    "updatedInput": decision.rewrite,
+                }
+            }
         elif decision.context and event.name in ("SessionStart", "UserPromptSubmit", "PostToolUse"):
             output = {
                 "hookSpecificOutput": {
@@ -168,3 +232,17 @@ class ClaudeProvider:
         if output is None:
             return HookAnswer()
         return HookAnswer(stdout=msgspec.json.encode(output).decode())
+
+
+def structured_output(stdout: bytes) -> object:
+    """The answer in `claude -p --output-format=json --json-schema=...` output: the
+    model's StructuredOutput tool input, which the CLI returns as `structured_output`."""
+    try:
+        result = msgspec.json.decode(stdout)
+    except msgspec.DecodeError as e:
+        raise ValueError(f"the CLI printed no JSON result ({e})") from None
+    if not isinstance(result, dict) or result.get("is_error"):
+        raise ValueError(f"the CLI reported an error: {str(result)[:200]}")
+    if "structured_output" not in result:
+        raise ValueError("the model did not return the structured answer")
+    return result["structured_output"]

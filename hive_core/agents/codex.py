@@ -50,6 +50,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -62,14 +63,16 @@ from hive_core.agents.provider import (
     HookDecision,
     Launch,
     LaunchContext,
+    SummaryRequest,
     agent_cwd,
     office_env,
     program_argv,
     text_field,
 )
-from hive_core.fsio import atomic_write
+from hive_core.fsio import READ_ONLY_MODE, atomic_write
 from hive_core.paths import HivePaths
 from hive_core.schema import AgentSpec
+from hive_core.usage import UsageSource, codex_files, codex_parser
 
 # Seconds Codex waits for one hook; the shim gives up well before this (Codex clamps
 # SessionEnd to 3 s on its own).
@@ -132,11 +135,17 @@ class CodexProvider:
     def install_hint(self) -> str:
         return "Install the Codex CLI with `npm install -g @openai/codex`."
 
+    def start_hint(self) -> str:
+        # Its login lives in its own CODEX_HOME, not in ~/.codex.
+        return "Set OPENAI_API_KEY (or CODEX_API_KEY), or log in once in its pane."
+
     def prepare(self, ctx: LaunchContext) -> Launch:
         home = codex_home(ctx.paths, ctx.agent.id)
         home.mkdir(parents=True, exist_ok=True)
         atomic_write(home / "config.toml", config_toml(ctx).encode())
-        atomic_write(home / "AGENTS.md", ctx.system_prompt.encode())
+        # AGENTS.md is read-only on disk (no agent needs to change it); config.toml is
+        # not: Codex itself records choices there (trusted projects, the model).
+        atomic_write(home / "AGENTS.md", ctx.system_prompt.encode(), mode=READ_ONLY_MODE)
         env = office_env(ctx)
         env["CODEX_HOME"] = str(home)
         argv = program_argv(ctx.agent, self.executable(ctx.agent), env)
@@ -172,6 +181,17 @@ class CodexProvider:
             cwd=text_field(raw.get("cwd")),
         )
 
+    def summary_command(self, agent: AgentSpec, request: SummaryRequest) -> None:
+        """Codex has no structured headless answer the office has pinned; its notes
+        are folded by rule."""
+        return None
+
+    def usage_source(
+        self, agent: AgentSpec, paths: HivePaths, env: Mapping[str, str], sessions: Sequence[str]
+    ) -> UsageSource:
+        """The rollout files under the agent's own CODEX_HOME: all of them are its."""
+        return UsageSource(files=codex_files(codex_home(paths, agent.id)), parser=codex_parser)
+
     def render(self, event: CanonicalEvent, decision: HookDecision) -> HookAnswer:
         output: dict[str, Any] | None = None
         if decision.block is not None and event.name == "Stop":
@@ -182,6 +202,17 @@ class CodexProvider:
                     "hookEventName": "PreToolUse",
                     "permissionDecision": "deny",
                     "permissionDecisionReason": decision.deny,
+                }
+            }
+        elif decision.rewrite is not None and event.name == "PreToolUse":
+            # Only an "allow" applies updatedInput; the CLI's own deny and ask rules still
+            # run on the rewritten call.
+            output = {
+                "hookSpecificOutput": {
+                    "hookEventName": "PreToolUse",
+                    "permissionDecision": "allow",
+                    "permissionDecisionReason": "read from the office's CI-log cache",
+                    "updatedInput": decision.rewrite,
                 }
             }
         elif decision.context and event.name in _CONTEXT_EVENTS:

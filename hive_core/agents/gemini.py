@@ -47,6 +47,7 @@ What Gemini does not offer:
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,12 +60,13 @@ from hive_core.agents.provider import (
     HookDecision,
     Launch,
     LaunchContext,
+    SummaryRequest,
     agent_cwd,
     office_env,
     program_argv,
     text_field,
 )
-from hive_core.fsio import atomic_write
+from hive_core.fsio import READ_ONLY_MODE, atomic_write
 from hive_core.paths import HivePaths
 from hive_core.schema import AgentSpec
 
@@ -136,13 +138,21 @@ class GeminiProvider:
     def install_hint(self) -> str:
         return "Install Gemini CLI with `npm install -g @google/gemini-cli`."
 
+    def start_hint(self) -> str:
+        return "Log in with `gemini` once, or set GEMINI_API_KEY."
+
     def prepare(self, ctx: LaunchContext) -> Launch:
         folder = settings_dir(ctx.paths, ctx.agent.id)
         context_dir = folder / "context"
         context_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write(context_dir / "GEMINI.md", ctx.system_prompt.encode())
+        # Read-only on disk: no agent needs to change what the office tells its CLI.
+        atomic_write(context_dir / "GEMINI.md", ctx.system_prompt.encode(), mode=READ_ONLY_MODE)
         settings = settings_for(ctx.hook_command, context_dir)
-        atomic_write(folder / "settings.json", msgspec.json.format(msgspec.json.encode(settings)))
+        atomic_write(
+            folder / "settings.json",
+            msgspec.json.format(msgspec.json.encode(settings)),
+            mode=READ_ONLY_MODE,
+        )
         env = office_env(ctx)
         env[SETTINGS_PATH_VAR] = str(folder / "settings.json")
         env["GEMINI_CLI_TRUST_WORKSPACE"] = "true"
@@ -171,12 +181,26 @@ class GeminiProvider:
             cwd=text_field(raw.get("cwd")),
         )
 
+    def summary_command(self, agent: AgentSpec, request: SummaryRequest) -> None:
+        """Gemini CLI has no structured headless answer the office has pinned; its
+        notes are folded by rule."""
+        return None
+
+    def usage_source(
+        self, agent: AgentSpec, paths: HivePaths, env: Mapping[str, str], sessions: Sequence[str]
+    ) -> None:
+        """Gemini CLI's usage records are not read (yet): its cost is not shown."""
+        return None
+
     def render(self, event: CanonicalEvent, decision: HookDecision) -> HookAnswer:
         output: dict[str, Any] | None = None
         if decision.block is not None and event.name == "Stop":
             output = {"decision": "deny", "reason": decision.block}
         elif decision.deny is not None and event.name == "PreToolUse":
             output = {"decision": "deny", "reason": decision.deny}
+        elif decision.rewrite is not None and event.name == "PreToolUse":
+            # BeforeTool merges hookSpecificOutput.tool_input into the call's arguments.
+            output = {"hookSpecificOutput": {"tool_input": decision.rewrite}}
         elif decision.context and event.name in _CONTEXT_EVENTS:
             output = {"hookSpecificOutput": {"additionalContext": decision.context}}
         if output is None:

@@ -8,19 +8,24 @@ renders the reply for that CLI.
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import msgspec
 
+import cth_hook
 from hive_core.agents.provider import Provider
-from hive_core.agents.state import AgentState
+from hive_core.agents.state import AgentStates
 from hive_core.events.decide import AgentView, OfficeFacts, decide
 from hive_core.events.unread import UnreadIndex
 from hive_core.fsio import append_line
 from hive_core.ids import utc_now_iso
 from hive_core.paths import HivePaths
 from hive_core.schema import HookReply, LogEvent, OfficeConfig
+from hive_core.status import Failure
 
 _encode = msgspec.json.Encoder().encode
 
@@ -30,29 +35,32 @@ class EventPlane:
         self,
         paths: HivePaths,
         config: OfficeConfig,
-        states: Mapping[str, AgentState],
+        states: AgentStates,
         providers: Mapping[str, Provider],
         *,
-        on_change: Callable[[AgentState], None],
         touch: Callable[..., None],
     ) -> None:
         self.paths = paths
         self.states = states
         self.providers = providers
-        self.on_change = on_change
         self.touch = touch
         self.inboxes = UnreadIndex(paths, skipped=self._skipped)
         # Who else wants to know an event arrived (the wake path: UserPromptSubmit).
         self.on_event: list[Callable[[str, str], None]] = []
         self.memory_budget = config.office.memory_budget
+        # The tool policy compares paths as the kernel opens them: links followed, for
+        # the office's own folders as for every path it judges.
+        home = Path(os.path.realpath(paths.home))
         self.facts = OfficeFacts(
             office=config.office.name,
-            home=paths.home,
-            hive=paths.hive,
+            home=home,
+            hive=HivePaths(home).hive,
             manager=config.office.manager,
             stop_block_cap=config.office.stop_block_cap,
             roster=[(a.id, a.name, a.role) for a in config.agents if not a.archived],
             web_agents=[a.id for a in config.agents if a.web and not a.archived],
+            hook_program=Path(os.path.realpath(Path(cth_hook.__file__).parent)),
+            resolve=os.path.realpath,
         )
 
     def secret_of(self, agent_id: str) -> str | None:
@@ -108,38 +116,56 @@ class EventPlane:
         )
         outcome = decide(event, view, unread, self.facts, ids)
         before = state.status
-        if event.name == "SessionStart":
-            state.announced.clear()
-            state.told_in_turn.clear()
-        elif event.name == "UserPromptSubmit":
-            # Whatever the person was typing has been submitted: the Stop drain may act again.
-            state.typed_at = None
-        if outcome.status is not None:
-            state.status = outcome.status
-        if outcome.session_id:
-            state.session_id = outcome.session_id
-        if outcome.last_tool:
-            state.last_tool = outcome.last_tool
-        state.stop_blocks = outcome.stop_blocks
-        # A Stop drain announces every unread id each time: a subset test is a third of
-        # the cost of the union at 20k.
-        if not outcome.announce <= state.announced:
-            state.announced |= outcome.announce
-        if event.name != "SessionStart" and not outcome.announce <= state.told_in_turn:
-            state.told_in_turn |= outcome.announce
-        state.last_seen = utc_now_iso()
-        if outcome.note or state.status != before:
-            transition = f"{before} -> {state.status}" if state.status != before else state.status
-            note = f"{event.name}: {outcome.note}" if outcome.note else event.name
-            self.log(
-                LogEvent(
-                    ts=state.last_seen,
-                    kind="agent",
-                    agent=agent_id,
-                    detail=f"{note} [{transition}]",
+        with self.states.edit(agent_id):
+            # What the explained status reads (hive_core/status.py).
+            state.event, state.event_at = event.name, time.time()
+            if event.name == "SessionStart":
+                state.announced.clear()
+                state.told_in_turn.clear()
+                state.released, state.failure = frozenset(), None
+            elif event.name == "UserPromptSubmit":
+                # Whatever the person was typing has been submitted: the Stop drain may
+                # act again.
+                state.typed_at = None
+                state.failure = None
+            elif event.name == "StopFailure":
+                text = " ".join((event.message or "").split())[:200]
+                state.failure = Failure(
+                    error=event.error or "unknown", text=text, at=state.event_at
                 )
-            )
-        self.on_change(state)
+            if event.name == "Notification" and outcome.status == "waiting":
+                state.prompt = event.message
+            if outcome.released:
+                state.released = outcome.released
+                state.released_at = state.event_at
+                state.released_blocks = outcome.stop_blocks
+            if outcome.status is not None:
+                state.status = outcome.status
+            if outcome.session_id:
+                state.session_id = outcome.session_id
+            if outcome.last_tool:
+                state.last_tool = outcome.last_tool
+            state.stop_blocks = outcome.stop_blocks
+            # A Stop drain announces every unread id each time: a subset test is a third
+            # of the cost of the union at 20k.
+            if not outcome.announce <= state.announced:
+                state.announced |= outcome.announce
+            if event.name != "SessionStart" and not outcome.announce <= state.told_in_turn:
+                state.told_in_turn |= outcome.announce
+            state.last_seen = utc_now_iso()
+            if outcome.note or state.status != before:
+                transition = (
+                    f"{before} -> {state.status}" if state.status != before else state.status
+                )
+                note = f"{event.name}: {outcome.note}" if outcome.note else event.name
+                self.log(
+                    LogEvent(
+                        ts=state.last_seen,
+                        kind="agent",
+                        agent=agent_id,
+                        detail=f"{note} [{transition}]",
+                    )
+                )
         for listener in self.on_event:
             listener(agent_id, event.name)
         answer = provider.render(event, outcome.decision)

@@ -21,6 +21,7 @@ from typing import Any
 
 import msgspec
 
+from hive_core.control import socket_identity
 from hive_core.schema import HOOK_FRAME_MAX, HookFrame, HookReply
 
 Handler = Callable[[str, dict[str, Any]], Awaitable[HookReply]]
@@ -52,6 +53,7 @@ class HookServer:
         self._rejected = rejected
         self._failed = failed
         self._server: asyncio.AbstractServer | None = None
+        self._bound: tuple[int, int] | None = None
 
     async def start(self) -> None:
         folder = self.path.parent
@@ -67,6 +69,15 @@ class HookServer:
         finally:
             os.umask(old_umask)
         self.path.chmod(0o600)
+        self._bound = socket_identity(self.path)
+
+    async def ensure(self) -> bool:
+        """Listen again if the socket file is gone or replaced (control.keep_sockets)."""
+        if self._server is None or socket_identity(self.path) == self._bound:
+            return False
+        await self.stop()
+        await self.start()
+        return True
 
     async def stop(self) -> None:
         if self._server is not None:

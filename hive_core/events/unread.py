@@ -166,6 +166,8 @@ def _summary(path: str, name: str) -> tuple[MailItem | None, str | None]:
             act=message.act,
             subject=message.subject[:SUBJECT_MAX],
             needs_human=message.needs_human,
+            origin=message.origin,
+            injection=message.injection,
         ),
         None,
     )

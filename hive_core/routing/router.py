@@ -141,7 +141,14 @@ class HopIndex:
     def add(self, messages: list[Message]) -> None:
         by_day: dict[str, list[HopRecord]] = {}
         for m in messages:
-            record = HopRecord(id=m.id, hops=m.hops, conversation=m.conversation, task=m.task)
+            record = HopRecord(
+                id=m.id,
+                hops=m.hops,
+                conversation=m.conversation,
+                task=m.task,
+                sender=m.sender,
+                to=m.to,
+            )
             by_day.setdefault(_day(m.id), []).append(record)
         if by_day:
             self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -331,7 +338,7 @@ class Router:
 
     def _check_office(self, stats: RouteStats) -> None:
         """The office's own folders and its log are what they should be."""
-        for folder in (self.paths.hive / "agents", self.paths.triage):
+        for folder in (self.paths.agents_dir, self.paths.triage):
             if (aside := ensure_dir(folder)) is not None:
                 self._office_log(f"{folder.name} was not a folder; moved to {aside.name}", stats)
         try:
@@ -339,9 +346,10 @@ class Router:
         except FileNotFoundError:
             return
         if not stat.S_ISREG(st.st_mode):
-            aside = self.paths.log.with_name(f"log.jsonl.moved-{new_message_id()}")
-            os.rename(self.paths.log, aside)
-            self._office_log(f"log.jsonl was not a regular file; moved to {aside.name}", stats)
+            log = self.paths.log
+            aside = log.with_name(f"{log.name}.moved-{new_message_id()}")
+            os.rename(log, aside)
+            self._office_log(f"{log.name} was not a regular file; moved to {aside.name}", stats)
 
     def _check_box(self, who: str, stats: RouteStats) -> None:
         """Once a pass: the folders of `who`'s mailbox are real folders."""

@@ -1,0 +1,142 @@
+"""The tool policy with the real claude CLI (issue 13): `hive-office serve` runs two claude
+agents against scripted Messages APIs. Jim (no web) tries a relative-path write into
+agent-settings after a `cd`, an Edit and a shell append to the hook program, and a
+`curl`: each is denied and the scripted model receives the reason in the tool result
+(the office's, or for the Edit the CLI's own deny rule, which Claude checks first). Pete (`web = true`)
+runs the same `curl` and it goes through: the office does not deny it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import cth_hook
+from hive_core.scripted_model import (
+    RecordedRequest,
+    ToolUse,
+    bash,
+    has_tool_result,
+    turn,
+    user_says,
+)
+from tests.claude_office import BIN, CLAUDE, ClaudeOffice, make_claude_office, wait_for
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(CLAUDE is None, reason="claude CLI not found (run scripts/setup)"),
+]
+
+AGENTS = ("jim", "pete")  # jim manages; pete is the research agent
+HOOK_MAIN = Path(cth_hook.__file__).parent / "__main__.py"
+
+
+@pytest.fixture
+def floor() -> Iterator[tuple[ClaudeOffice, dict[str, list[ToolUse]]]]:
+    # Short paths: the office's sockets live under the home (AF_UNIX paths are <= 107 bytes).
+    root = Path(tempfile.mkdtemp(prefix="hive-pol-", dir="/tmp"))
+    home = root / "home"
+    jim_calls = [
+        bash(f"cd {home} && echo x > agent-settings/jim.json"),
+        ToolUse("Edit", {"file_path": str(HOOK_MAIN), "old_string": "import", "new_string": "x"}),
+        bash(f"echo 'import os' >> {HOOK_MAIN}"),
+        # The URL is not reached either way: the office refuses before the CLI runs it.
+        bash("curl -s http://127.0.0.1:9/"),
+    ]
+    # Pete's curl goes to its own scripted server, which records the GET.
+    pete_calls: list[ToolUse] = []
+    office = make_claude_office(
+        root,
+        {
+            "jim": [
+                turn(user_says("try the locks"), *jim_calls),
+                turn(has_tool_result(), "Noted."),
+            ],
+            "pete": [
+                turn(user_says("fetch the page"), build=lambda req: pete_calls),
+                turn(has_tool_result(), "Fetched."),
+            ],
+        },
+        agents=AGENTS,
+        # Pete's own CLI must not stop at a permission prompt for curl: the person allowed it.
+        options={"pete": 'web = true\ncommand = ["claude", "--allowedTools=Bash(curl:*)"]\n'},
+    )
+    pete_calls.append(bash(f"curl -s {office.models['pete'].base_url}/from-pete"))
+    proc = subprocess.Popen(
+        [str(BIN / "hive-office"), "serve", "--home", str(office.home)],
+        env=office.env,
+        stdout=(root / "serve.log").open("wb"),
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        wait_for(
+            lambda: all(
+                office.registry().get(a, {}).get("session_id")
+                and office.registry()[a]["status"] == "idle"
+                for a in AGENTS
+            ),
+            "both agents' SessionStart",
+            timeout=90,
+        )
+        yield office, {"jim": jim_calls, "pete": pete_calls}
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        office.close()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def tool_results(request: RecordedRequest) -> dict[str, dict[str, Any]]:
+    return {
+        block["tool_use_id"]: block
+        for message in request.body["messages"]
+        if message["role"] == "user" and isinstance(message["content"], list)
+        for block in message["content"]
+        if block.get("type") == "tool_result"
+    }
+
+
+def test_locked_files_and_the_network_are_refused_with_reasons_the_model_sees(
+    floor: tuple[ClaudeOffice, dict[str, list[ToolUse]]],
+) -> None:
+    office, calls = floor
+    settings_before = (office.home / "agent-settings" / "jim.json").read_bytes()
+    office.run("hive-office", "type", "--home", str(office.home), "jim", "try the locks")
+    office.run("hive-office", "type", "--home", str(office.home), "pete", "fetch the page")
+
+    after = office.models["jim"].wait_for(lambda r: r.turn == 1, 60)
+    results = tool_results(after)
+    write, edit, append, curl = (results[call.id] for call in calls["jim"])
+    for result, reason in (
+        (write, "agent-settings/ (your CLI's settings and hooks) is locked"),
+        # Claude checks its settings' deny rules before any hook: the Edit is refused by
+        # the rule the office wrote, in the CLI's words.
+        (edit, "denied by your permission settings"),
+        (append, "The hook program (cth_hook) is locked"),
+        (curl, "`curl` reaches the network, and you are not a research agent"),
+    ):
+        assert result.get("is_error"), result
+        assert reason in json.dumps(result["content"]), result
+    assert "hive send --to pete" in json.dumps(curl["content"])
+    assert (office.home / "agent-settings" / "jim.json").read_bytes() == settings_before
+    assert "import" in HOOK_MAIN.read_text()
+    denied = [e["detail"] for e in office.log("jim") if "denied" in e["detail"]]
+    assert len(denied) == 3, denied  # the Edit never reached the hook
+
+    # The research agent's curl ran: its scripted server saw the GET, and the output came back.
+    office.models["pete"].wait_for(lambda r: r.method == "GET" and r.path == "/from-pete", 60)
+    fetched = office.models["pete"].wait_for(lambda r: r.turn == 1, 60)
+    (result,) = (tool_results(fetched)[call.id] for call in calls["pete"])
+    assert not result.get("is_error"), result
+    assert not any("denied" in e["detail"] for e in office.log("pete"))
+    assert any("Bash: curl -s" in e["detail"] for e in office.log("pete"))
