@@ -71,7 +71,8 @@ def run_checks(paths: HivePaths) -> list[Check]:
         )
     )
     if pid:
-        checks.extend(_health_checks(paths, pid))
+        checks.extend(_health_checks(paths, pid, config.office.prefix_key))
+    checks.append(_semantic_check())
     search = os.pathsep.join([*tool_path(), os.environ.get("PATH", "")])
     known = providers()
     for agent in config.agents:
@@ -96,15 +97,46 @@ def run_checks(paths: HivePaths) -> list[Check]:
     return checks
 
 
-def _health_checks(paths: HivePaths, pid: int) -> list[Check]:
+def _semantic_check() -> Check:
+    """Whether memory search can run in semantic and hybrid mode: the extra is optional,
+    so its absence is not a problem, only a way to enable it."""
+    from hive_core.memory import embed
+
+    if absent := embed.missing():
+        return Check(
+            True,
+            f"semantic memory search: not installed ({', '.join(absent)} missing); "
+            "keyword search works",
+            f"to enable it: {embed.INSTALL_HINT}",
+        )
+    try:
+        model = embed.load()
+    except Exception as exc:  # installed but broken: say what loading it said
+        return Check(
+            False,
+            f"semantic memory search: installed but not loading ({exc})",
+            f"reinstall it: {embed.INSTALL_HINT}",
+        )
+    return Check(True, f"semantic memory search: ready ({model.name}, {model.dim} dimensions)")
+
+
+def _health_checks(paths: HivePaths, pid: int, prefix: str) -> list[Check]:
     """What the running office says is wrong with it (hive_core/health.py)."""
     health = read_health(paths.health_file)
     if health is None or health.pid != pid:
         return [Check(False, "the running office has not published its health", "see `hive log`")]
     return [
-        Check(False, f"{p.component}: {p.detail} (since {p.since})", "see `hive log` for the cause")
+        Check(False, f"{p.component}: {p.detail} (since {p.since})", _fix(p.component, prefix))
         for p in health.problems
     ]
+
+
+def _fix(component: str, prefix: str) -> str:
+    kind, _, name = component.partition(":")
+    if kind == "agent":
+        # The detail already says what to do about the cause; this is how to retry.
+        return f"then start it again: `hive-office spawn {name}` ({prefix} r in the app)"
+    return "see `hive log` for the cause"
 
 
 def _office_pid(paths: HivePaths) -> int | None:

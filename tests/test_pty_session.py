@@ -474,3 +474,37 @@ def test_a_guard_that_died_is_replaced_and_told_every_session(tmp_path: Path) ->
         office.wait()
     # The first session too: the new guard was told of it, not only of the second.
     wait_until(lambda: not survivors(procs), 10, f"no survivors of {procs}")
+
+
+def test_what_a_full_terminal_holds_arrives_in_one_callback_in_order(tmp_path: Path) -> None:
+    lines = 250_000
+    child = (
+        "import os\n"
+        f"data = b''.join(b'%07d\\n' % n for n in range({lines}))\n"
+        "view = memoryview(data)\n"
+        "while view:\n"
+        "    view = view[os.write(1, view[:4096]) :]\n"
+    )
+    chunks: list[bytes] = []
+
+    def blocked_writing(pid: int) -> bool:
+        st = _stat(pid)
+        return (
+            st is not None
+            and st[1] == b"S"
+            and b"wchar: 0" not in Path(f"/proc/{pid}/io").read_bytes()
+        )
+
+    async def main() -> None:
+        async with spawned([PY, "-c", child], tmp_path) as s:
+            wait_until(lambda: blocked_writing(s.pid), 10, "the child to block on a full pty")
+            done = asyncio.get_running_loop().create_future()
+            s.attach(asyncio.get_running_loop(), chunks.append, lambda *_: done.set_result(0))
+            await done
+        # A pty hands out at most ~4 KB a read: the first callback took several reads.
+        assert len(chunks[0]) > 4096, [len(c) for c in chunks[:5]]
+        assert max(map(len, chunks)) <= pty_session._DRAIN_LIMIT + pty_session._READ_CHUNK
+        # The terminal turns each newline into CR LF.
+        assert b"".join(chunks) == b"".join(b"%07d\r\n" % n for n in range(lines))
+
+    run(main())

@@ -254,21 +254,3 @@ def test_the_persons_actions_on_a_headless_office(home: Path, tmp_path: Path) ->
         assert office.stop() == 0
     down = run("hive-office", "pause", "--home", str(home), "jim", home=home, check=False)
     assert down.returncode == 1 and "no office is running" in down.stderr
-
-
-def test_the_demo_never_clears_a_folder_it_did_not_lay_out(tmp_path: Path) -> None:
-    from hive_core.demo.office import DemoHomeTaken, start_demo
-
-    theirs = tmp_path / "theirs"
-    theirs.mkdir()
-    (theirs / "notes.txt").write_text("mine\n")
-    with pytest.raises(DemoHomeTaken, match=r"notes\.txt"):
-        start_demo(theirs)
-    assert (theirs / "notes.txt").read_text() == "mine\n"
-    # A new folder is laid out, and laid out afresh on the next run.
-    home = tmp_path / "demo"
-    start_demo(home).stop()
-    (home / "board-scribble.txt").write_text("from the last demo\n")
-    start_demo(home).stop()
-    assert not (home / "board-scribble.txt").exists()
-    assert (home / "office.toml").exists()

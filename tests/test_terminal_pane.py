@@ -155,28 +155,6 @@ async def test_shift_pageup_pages_through_history_and_a_key_returns() -> None:
         assert app.sent == [b"x"]
 
 
-async def test_the_cursor_shows_only_with_focus() -> None:
-    app = PaneApp()
-    async with app.run_test(size=(40, 10)) as pilot:
-        pane = app.pane
-        pane.feed(b"ab\x1b[1;2H")
-        await pilot.pause(0.05)
-
-        def cursor_cells() -> list[str]:
-            return [seg.text for seg in pane.render_line(0) if seg.style and seg.style.reverse]
-
-        pane.focus()
-        await pilot.pause(0.05)
-        assert cursor_cells() == ["b"]
-        app.set_focus(None)
-        await pilot.pause(0.05)
-        assert cursor_cells() == []
-        pane.feed(b"\x1b[?25l")
-        pane.focus()
-        await pilot.pause(0.05)
-        assert cursor_cells() == []
-
-
 async def test_a_notice_replaces_the_screen() -> None:
     app = PaneApp()
     async with app.run_test(size=(40, 10)) as pilot:

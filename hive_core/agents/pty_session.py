@@ -3,8 +3,9 @@
 `PtySession.spawn` starts argv in a new pty (ptyprocess): the child is the leader of
 a new session whose controlling terminal is the pty, with the window size already set
 before it execs and exactly the environment it is given (no TERM is added). `attach`
-hands the raw output to a callback through `loop.add_reader` on the non-blocking master
-and reports the exit status once; `write` queues what the terminal cannot take yet;
+hands the raw output to a callback through `loop.add_reader` on the non-blocking master,
+each wakeup draining what the terminal holds (up to `_DRAIN_LIMIT`) into one call, and
+reports the exit status once; `write` queues what the terminal cannot take yet;
 `resize` sets the window size (the kernel sends SIGWINCH to the foreground group);
 `terminate` ends the whole session.
 
@@ -71,11 +72,16 @@ from pathlib import Path
 import ptyprocess
 
 from hive_core.agents import session_guard
+from hive_core.agents.paste import MODE_TAIL, paste_mode
 from hive_core.agents.session_guard import KILL_WAIT, POLL_INTERVAL
 
 _PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
 _LIBC = ctypes.CDLL(None, use_errno=True)
 _READ_CHUNK = 1 << 16
+# What one readable callback takes at most: ~6 ms of a flooding child's output at the
+# rate a pty delivers it here (about 40 MB/s), so keys and frames still get their turn.
+_DRAIN_LIMIT = 1 << 18
 
 
 def _arm_parent_death_signal(parent: int) -> Callable[[], None]:
@@ -83,6 +89,12 @@ def _arm_parent_death_signal(parent: int) -> Callable[[], None]:
         if _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
             err = ctypes.get_errno()
             raise OSError(err, f"prctl(PR_SET_PDEATHSIG): {os.strerror(err)}")
+        # The CLI adopts its orphans (kept across exec): a process that leaves the session
+        # (`setsid`, a double fork) still has the CLI as an ancestor, which is how the
+        # control socket tells whose it is (control.py).
+        if _LIBC.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"prctl(PR_SET_CHILD_SUBREAPER): {os.strerror(err)}")
         # The office may have died between fork and prctl; nothing would fire then.
         if os.getppid() != parent:
             os._exit(1)
@@ -191,6 +203,10 @@ class PtySession:
         self._status: tuple[int | None, int | None] | None = None
         self._exit_reported = False
         self._termination: asyncio.Future[None] | None = None
+        # Whether the child asked for bracketed paste, read from its output; the tail
+        # catches a mode sequence cut in two by a read boundary.
+        self.bracketed_paste = False
+        self._mode_tail = b""
 
     @classmethod
     def spawn(
@@ -353,14 +369,31 @@ class PtySession:
             return b""
 
     def _on_readable(self) -> None:
-        try:
-            data = self._read()
-        except BlockingIOError:
-            return
-        if data:
+        # A pty hands out at most ~4 KB a read. Reading on while more is there (a busy
+        # child refills it as fast) makes one callback of many reads: one wakeup and one
+        # parse per batch instead of per 4 KB. Capped, so a flooding child holds the loop
+        # for a few milliseconds at most.
+        chunks: list[bytes] = []
+        size = 0
+        ended = False
+        while size < _DRAIN_LIMIT:
+            try:
+                data = self._read()
+            except BlockingIOError:
+                break
+            if not data:
+                ended = True
+                break
+            chunks.append(data)
+            size += len(data)
+        if chunks:
             assert self._on_output is not None
-            self._on_output(data)
-        else:
+            output = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            seen = self._mode_tail + output
+            self.bracketed_paste = paste_mode(seen, self.bracketed_paste)
+            self._mode_tail = seen[-MODE_TAIL:] if b"\x1b" in seen[-MODE_TAIL:] else b""
+            self._on_output(output)
+        if ended:
             self._output_ended()
 
     def _flush(self) -> None:

@@ -15,21 +15,25 @@ import shutil
 import sys
 import time
 import uuid
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from pathlib import Path
+
+import msgspec
 
 import cth_hook
 from hive_core.agents.identity import identity_text, system_prompt
+from hive_core.agents.paste import pasted
 from hive_core.agents.provider import LaunchContext, Provider
 from hive_core.agents.pty_session import PtySession
-from hive_core.agents.state import AgentState
+from hive_core.agents.state import AgentStates
 from hive_core.fsio import atomic_write
 from hive_core.paths import HivePaths
-from hive_core.schema import OfficeConfig
+from hive_core.schema import AgentSpec, OfficeConfig
 
-# A resumed session that dies this fast without a SessionStart could not be resumed:
-# start it afresh instead.
-RESUME_GRACE_S = 15.0
+# A CLI that dies this fast did not start: a resumed session could not be resumed (it
+# is started afresh, once); a new one cannot start at all (no login, a bad command), so
+# it is left exited with what to do rather than started into the same failure.
+QUICK_EXIT_S = 15.0
 DEFAULT_SIZE = (40, 120)
 
 OutputSink = Callable[[str, bytes], None]
@@ -59,17 +63,18 @@ class Supervisor:
         self,
         paths: HivePaths,
         config: OfficeConfig,
-        states: Mapping[str, AgentState],
+        states: AgentStates,
         providers: Mapping[str, Provider],
         *,
-        on_change: Callable[[AgentState], None],
         log: Callable[[str, str], None],
+        workplace: Callable[[AgentSpec], Awaitable[Path | None]] | None = None,
     ) -> None:
         self.paths = paths
+        # Where an agent starts instead of its roster cwd (its git worktree), or None.
+        self.workplace = workplace
         self.config = config
         self.states = states
         self.providers = providers
-        self.on_change = on_change
         self.log = log
         self.sessions: dict[str, PtySession] = {}
         self.sinks: list[OutputSink] = []
@@ -111,17 +116,28 @@ class Supervisor:
             return True
         if agent_id in self._starting:  # its spawn is under way
             return True
-        state.missing = self.missing_cli(agent_id)
+        with self.states.edit(agent_id):
+            state.missing = self.missing_cli(agent_id)
+            state.start_failed = None
+            if state.missing:
+                state.status = "exited"
         if state.missing:
-            state.status = "exited"
             self.log(agent_id, f"cannot start: {state.missing}")
-            self.on_change(state)
             return False
+        spec = state.spec
+        if self.workplace is not None:
+            self._starting.add(agent_id)
+            try:
+                where = await self.workplace(spec)
+            finally:
+                self._starting.discard(agent_id)
+            if where is not None:
+                spec = msgspec.structs.replace(spec, cwd=str(where))
         resume = bool(state.session_id) and not fresh
         session_id = state.session_id if resume and state.session_id else str(uuid.uuid4())
         ctx = LaunchContext(
             paths=self.paths,
-            agent=state.spec,
+            agent=spec,
             secret=state.new_secret(),
             session_id=session_id,
             resume=resume,
@@ -150,10 +166,7 @@ class Supervisor:
             self._starting.discard(agent_id)
         self.sessions[agent_id] = session
         self._started_at[agent_id] = time.monotonic()
-        state.pid = session.pid
-        state.status = "offline"  # until its SessionStart arrives
-        state.stop_blocks = 0
-        state.exit_status = None
+        provider = self.providers[state.spec.provider]
         loop = asyncio.get_running_loop()
         session.attach(
             loop,
@@ -165,7 +178,12 @@ class Supervisor:
             f"started {' '.join(launch.argv[:1])} (pid {session.pid}"
             f"{', resuming ' + session_id if resume else ''})",
         )
-        self.on_change(state)
+        with self.states.edit(agent_id):
+            state.pid = session.pid
+            # A hookless CLI sends no SessionStart: its process is all there is to know.
+            state.status = "running" if provider.hookless else "offline"
+            state.stop_blocks = 0
+            state.exit_status = None
         return True
 
     async def stop_all(self) -> None:
@@ -178,6 +196,12 @@ class Supervisor:
         if session and session.alive:
             session.write(data)
 
+    def paste(self, agent_id: str, text: str) -> None:
+        """Type `text` as a paste: bracketed if the agent's program asked for it."""
+        session = self.sessions.get(agent_id)
+        if session and session.alive:
+            session.write(pasted(text, session.bracketed_paste))
+
     def resize(self, rows: int, cols: int, agent_id: str | None = None) -> None:
         """Resize one agent's terminal (or all); remembered for an agent not started yet."""
         if agent_id is None:
@@ -188,6 +212,11 @@ class Supervisor:
         for aid, session in self.sessions.items():
             if (agent_id is None or aid == agent_id) and session.alive:
                 session.resize(rows, cols)
+
+    def started_ago(self, agent_id: str) -> float | None:
+        """Seconds since the agent's CLI was last started (None: never)."""
+        started = self._started_at.get(agent_id)
+        return None if started is None else time.monotonic() - started
 
     def quiet_for(self, agent_id: str) -> float:
         """Seconds since the agent's pane last printed (since its start if never)."""
@@ -203,15 +232,26 @@ class Supervisor:
         state = self.states[agent_id]
         # Whatever the agent left running in its terminal goes with it.
         self._background(self.sessions[agent_id].terminate())
-        state.pid = None
-        state.exit_status = code if code is not None else (-sig if sig else None)
-        state.status = "exited"
         how = f"exit {code}" if code is not None else f"signal {sig}"
         self.log(agent_id, f"exited ({how})")
-        self.on_change(state)
-        quick = time.monotonic() - self._started_at.get(agent_id, 0) < RESUME_GRACE_S
-        if resumed and quick and code not in (0, None):
-            # The session could not be resumed (its transcript is gone, say): start afresh.
-            state.session_id = None
+        lived = time.monotonic() - self._started_at.get(agent_id, 0)
+        # A signal is the office's own stop or archive (or the person's kill), not a
+        # failure to start.
+        failed = lived < QUICK_EXIT_S and code not in (0, None)
+        with self.states.edit(agent_id):
+            state.pid = None
+            state.exit_status = code if code is not None else (-sig if sig else None)
+            state.status = "exited"
+            if failed and resumed:
+                # The session could not be resumed (its transcript is gone, say): start afresh.
+                state.session_id = None
+            elif failed:
+                hint = self.providers[state.spec.provider].start_hint()
+                state.start_failed = (
+                    f"exited (code {code}) right after it started ({lived:.1f} s). {hint}"
+                )
+        if failed and resumed:
             self.log(agent_id, "could not resume its session; starting a new one")
             self._background(self.start(agent_id, fresh=True))
+        elif failed:
+            self.log(agent_id, f"could not start: {state.start_failed}")

@@ -4,13 +4,15 @@ Everything but the model is what a person runs: the office, the router, the hook
 wake path, the `hive` command, git. Each agent talks to its own scripted Messages API
 on 127.0.0.1 (started here, in this process), so no API key is needed and nothing
 leaves the machine. The demo's home is its own (`~/.hive-office-demo` by default) and is
-laid out afresh on every run, so the story starts from the beginning.
+laid out afresh on every run, so the story starts from the beginning: it takes only an
+empty folder or one a previous demo marked, and deletes only what a demo made there.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,31 +57,82 @@ class DemoHomeTaken(Exception):
     """The chosen demo home holds someone's files; nothing was touched."""
 
 
+# What the demo lays out in its home besides the office's own files (HivePaths.locate).
+PROJECT = "project"
+CLAUDE_CONFIG = "claude"
+DEMO_ENTRIES = frozenset({DEMO_MARK, PROJECT, CLAUDE_CONFIG})
+# Kept across runs: the office lock's pid file is in it while the demo is laid out.
+KEPT = frozenset({DEMO_MARK, "run"})
+
+
 def demo_home(home: str | None) -> Path:
-    return Path(home or DEFAULT_DEMO_HOME).expanduser().absolute()
+    """--home, then $HIVE_HOME, then the demo's own folder. Whichever it is, the demo
+    uses it only if it is empty or a previous demo's (see claim_demo_home)."""
+    return Path(home or os.environ.get("HIVE_HOME") or DEFAULT_DEMO_HOME).expanduser().absolute()
+
+
+def refusal(home: Path, names: list[str], marked: bool) -> str | None:
+    """Why the demo may not use `home` (holding `names`, marked by a previous demo or
+    not), or None. The demo clears its home each run, so it takes only a folder that is
+    empty, or a previous demo's holding nothing but what a demo and its office make."""
+    if not names:
+        return None
+    if marked:
+        paths = HivePaths(home)
+        theirs = [n for n in names if n not in DEMO_ENTRIES and _not_the_offices(paths, n)]
+        what, fix = "files no demo made", "Move them out, or give"
+    else:
+        theirs, what, fix = names, "files the demo did not make", "Give"
+    if not theirs:
+        return None
+    shown = ", ".join(sorted(theirs)[:3]) + (", ..." if len(theirs) > 3 else "")
+    return (
+        f"{home} holds {what} ({shown}), and the demo clears its home on every run; "
+        f"nothing was touched. {fix} the demo an empty folder with --home (or unset "
+        f"HIVE_HOME to use {DEFAULT_DEMO_HOME})."
+    )
+
+
+def _not_the_offices(paths: HivePaths, name: str) -> bool:
+    place = paths.locate(name)
+    return place is None or place.kind == "home_other"
+
+
+def _is_marked(home: Path) -> bool:
+    try:
+        return stat.S_ISREG((home / DEMO_MARK).lstat().st_mode)
+    except FileNotFoundError:
+        return False
+
+
+def claim_demo_home(home: Path) -> None:
+    """Make `home` the demo's (created and marked), or raise DemoHomeTaken with the
+    sentence to show; nothing is touched then. Call it before taking the office lock,
+    which writes into the home."""
+    if home.exists() and not home.is_dir():
+        raise DemoHomeTaken(f"{home} is not a folder; give the demo an empty one with --home.")
+    names = sorted(os.listdir(home)) if home.exists() else []
+    why = refusal(home, names, _is_marked(home))
+    if why is not None:
+        raise DemoHomeTaken(why)
+    home.mkdir(parents=True, exist_ok=True)
+    if not _is_marked(home):
+        (home / DEMO_MARK).write_text("laid out by hive-office --demo; cleared on its next run\n")
 
 
 def start_demo(home: Path, brains: dict[str, Brain] | None = None) -> Demo:
     """Lay out the demo office and start its scripted models (`brains` by agent id, the
     demo's own by default). Call it holding the office lock (a flock on the home folder
-    itself): everything in the home but run/ is laid out afresh. Apply `Demo.env` to the office's
-    environment before it starts agents."""
-    mine = {"run", DEMO_MARK}
-    theirs = sorted(e.name for e in home.iterdir() if e.name not in mine) if home.exists() else []
-    if theirs and not (home / DEMO_MARK).exists():
-        raise DemoHomeTaken(
-            f"{home} holds files the demo did not make ({', '.join(theirs[:3])}"
-            f"{', ...' if len(theirs) > 3 else ''}); the demo lays its home out afresh each "
-            "run, so give it a new or empty folder with --home."
-        )
-    for entry in home.iterdir() if home.exists() else []:
-        if entry.name not in mine:
+    itself): everything the last demo made in its home but run/ is laid out afresh, and a
+    home holding anything else is refused (DemoHomeTaken) untouched. Apply `Demo.env` to
+    the office's environment before it starts agents."""
+    claim_demo_home(home)
+    for entry in home.iterdir():
+        if entry.name not in KEPT:
             shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
-    home.mkdir(parents=True, exist_ok=True)
-    (home / DEMO_MARK).write_text("laid out by hive-office --demo; cleared on its next run\n")
-    project = home / "project"
+    project = home / PROJECT
     project.mkdir(parents=True)
-    config_dir = home / "claude"
+    config_dir = home / CLAUDE_CONFIG
     write_claude_config(config_dir, DEMO_API_KEY, trusted=[project])
     brains = brains or {
         agent: ManagerBrain(agent) if n == 0 else WorkerBrain(agent)
@@ -88,14 +141,17 @@ def start_demo(home: Path, brains: dict[str, Brain] | None = None) -> Demo:
     models = {agent: ScriptedModel(brain) for agent, brain in brains.items()}
     for model in models.values():
         model.start()
-    roster = '[office]\nname = "Scranton (demo)"\nmanager = "michael"\n'
+    # The scripted manager would not know what to do with a floor digest.
+    roster = (
+        '[office]\nname = "Scranton (demo)"\nmanager = "michael"\nmanager_watch = "off"\n'
+    )
     for agent, name, role in AGENTS:
         roster += (
             f'\n[[agents]]\nid = "{agent}"\nname = "{name}"\nrole = "{role}"\nprovider = "claude"\n'
             f'cwd = "{project}"\nenv = {{ ANTHROPIC_BASE_URL = "{models[agent].base_url}" }}\n'
         )
     paths = HivePaths(home)
-    (home / "office.toml").write_text(roster)
+    paths.office_toml.write_text(roster)
     init_office(paths)
     commit_all(paths.hive, "office: demo initialised")
     # The person's goal, waiting for the manager when the office opens.
