@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 
 from hive_core.events.decide import MailItem
 from hive_core.schema import Status
+from hive_core.status import WakeSeen
 
 # Stop seen is not enough: the CLI may still be painting its last answer, and text
 # pasted mid-paint can land in the wrong place.
@@ -40,10 +41,15 @@ MAX_SENDS = 1 + len(RETRY_BACKOFF_S)
 # joins it instead of starting a new round of nudges), then it is written off.
 GIVE_UP_S = 60.0
 NUDGE_MAX_CHARS = 120
+# The guard that holds nearly every nudge for a moment after a turn: not worth a log line.
+PRINTING = "its pane is still printing"
 # The watchdog's tick while something may become due with time alone; otherwise only
 # new mail (poke) can change anything and the slow tick is just a backstop.
 TICK_S = 1.0
 IDLE_TICK_S = 10.0
+# Office mail whose id ends so waits for the agent's next turn and never starts one (the
+# manager's floor digest, hive_core/digest.py): a digest must not wake anyone.
+QUIET_SUFFIX = "-digest"
 
 
 @dataclass(frozen=True)
@@ -122,7 +128,9 @@ def decide_wake(view: WakeView, memory: WakeMemory, now: float) -> WakeDecision:
     )
     if view.hookless:
         return _hookless(view, memory)
-    fresh = unread_ids - view.announced - memory.covered
+    fresh = frozenset(
+        i for i in unread_ids - view.announced - memory.covered if not i.endswith(QUIET_SUFFIX)
+    )
     if memory.open:
         left = memory.batch_ids - view.announced
         if not left and not fresh:
@@ -187,7 +195,7 @@ def _guard(view: WakeView) -> str | None:
     if view.typed_ago is not None and view.typed_ago < TYPING_HOLD_S:
         return "the person is typing in its pane"
     if view.quiet_for < QUIET_S:
-        return "its pane is still printing"
+        return PRINTING
     return None
 
 
@@ -230,6 +238,23 @@ def _summary(unread: Sequence[MailItem], limit: int) -> str:
         if len(text) <= limit:
             return text
     return head
+
+
+def wake_seen(
+    memory: WakeMemory | None, hold: str | None, unread_ids: frozenset[str], nudged_at: float | None
+) -> WakeSeen:
+    """What the wake path did about this unread mail, for the explained status."""
+    if memory is None:
+        return WakeSeen(hold=hold)
+    left = memory.batch_ids & unread_ids
+    return WakeSeen(
+        hold=hold,
+        nudged_at=nudged_at,
+        sends=memory.sends,
+        open=memory.open,
+        gave_up=not memory.open and memory.sends >= MAX_SENDS and bool(left),
+        covered=len(memory.covered & unread_ids),
+    )
 
 
 # --- the effects ----------------------------------------------------------------------
@@ -277,6 +302,10 @@ class Watchdog:
         self.show_title = show_title
         self.log = log
         self.memory: dict[str, WakeMemory] = {}
+        # Why a nudge is held back now, and the wall-clock time of each agent's latest
+        # nudge: what the explained status says about unread mail.
+        self.holds: dict[str, str] = {}
+        self.nudged_at: dict[str, float] = {}
         # The last fault logged per agent, so a lasting one is not logged every tick.
         self.faults: dict[str, str] = {}
         self.stats = WakeStats()
@@ -298,7 +327,11 @@ class Watchdog:
 
     def tick(self, now: float) -> None:
         pending = False
-        for view in self.views():
+        views = self.views()
+        # A hold is about an agent the wake path still looks at (one stopped is not).
+        looked_at = {view.id for view in views}
+        self.holds = {k: v for k, v in self.holds.items() if k in looked_at}
+        for view in views:
             if isinstance(view, WakeFault):
                 # Look again at the quick tick: the fault may pass (a folder mid-rename).
                 pending = True
@@ -312,6 +345,12 @@ class Watchdog:
                 self._fault(view.id, repr(exc))
                 continue
             self.memory[view.id] = decision.memory
+            if decision.hold is not None:
+                if decision.hold not in (self.holds.get(view.id), PRINTING):
+                    self.log(view.id, f"wake path holds its nudge back: {decision.hold}")
+                self.holds[view.id] = decision.hold
+            else:
+                self.holds.pop(view.id, None)
             pending = pending or decision.memory.open or decision.hold is not None
             # One agent's failing effect must not stop the others from being woken.
             try:
@@ -338,6 +377,7 @@ class Watchdog:
                 self.log(agent_id, f"refused a duplicate nudge for batch {after.batch}")
                 return
             self.stats.sends[key] = sent + 1
+            self.nudged_at[agent_id] = time.time()
             self.send_nudge(agent_id, decision.nudge)
         if decision.tell_manager is not None:
             self.stats.told_manager[agent_id] = self.stats.told_manager.get(agent_id, 0) + 1

@@ -4,93 +4,105 @@ The same Office object that `hive-office serve` runs headless runs here as a wor
 the app's loop; its bulk work (routing, commits, memory, the ledger) runs on threads.
 The app listens to it (agents directly; routed mail and hive files through the
 `Bridge`, which reads what changed off the loop, once a frame) and feeds the widgets.
-Every key goes to the focused agent's terminal except the prefix key (ctrl+] by
-default) and alt+1..9; after the prefix, one key is a command.
+Every key goes to the focused widget (an agent's terminal, or a panel the person picked)
+except the prefix key (ctrl+] by default) and alt+1..9; after the prefix, one key is a
+command: a view command or one of the person's actions (hive_tui/commands.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import os
 import signal
-from typing import ClassVar
+from typing import Protocol, runtime_checkable
 
-from textual import on
+from rich.text import Text
+from textual import events, on
 from textual.app import App, ComposeResult
-from textual.binding import Binding
 from textual.containers import Container, Horizontal, Vertical
-from textual.events import Key
 from textual.keys import _character_to_key
+from textual.reactive import reactive
+from textual.timer import Timer
+from textual.widget import Widget
 from textual.widgets import Static, TabbedContent, TabPane
 
-from hive_core.agents.state import AgentState
+from hive_core import notify
+from hive_core.actions import PersonAction
+from hive_core.agents.state import AgentState, status_words
+from hive_core.cost import label
 from hive_core.health import Problem
-from hive_core.kick import kick
-from hive_core.mail import write_draft
+from hive_core.mail import DraftRefused, send
 from hive_core.memory import Hit, open_store
+from hive_core.memory.store import Mode, SearchScope
 from hive_core.office import Office
-from hive_core.schema import HUMAN, Draft, Message
+from hive_core.schema import HUMAN, ControlRequest, Draft, Message
+from hive_core.status import TITLE_KINDS
+from hive_core.worktrees import office_review
 from hive_tui.bridge import Bridge, HiveLoaded, MailRouted
+from hive_tui.commands import key_line, person_action, view_action
 from hive_tui.map.widget import OfficeMap
 from hive_tui.messages import AgentInfo
 from hive_tui.panels.board import BoardPanel
+from hive_tui.panels.diff import DiffScreen
 from hive_tui.panels.inbox import InboxPanel
 from hive_tui.panels.log import LogPanel
 from hive_tui.panels.memory import MemoryPanel
 from hive_tui.panels.tasks import TasksPanel
 from hive_tui.screens.answer import AnswerScreen
+from hive_tui.screens.confirm import ConfirmScreen
 from hive_tui.screens.help import HelpScreen
+from hive_tui.screens.hire import HireScreen
 from hive_tui.screens.send import SendScreen
+from hive_tui.screens.task import TaskScreen
 from hive_tui.terminal.keys import encode_key
-from hive_tui.terminal.pane import PrefixKey, TerminalPane
+from hive_tui.terminal.pane import TerminalPane
 
-# Commands after the prefix key; "?" shows them all.
-PREFIX_COMMANDS: dict[str, tuple[str, str]] = {
-    "1-9": ("focus", "focus agent N (roster order)"),
-    "n": ("next", "next agent"),
-    "p": ("prev", "previous agent"),
-    "z": ("zoom", "zoom the focused pane to the whole screen (again: back)"),
-    "g": ("grid", "all panes in a grid (again: back)"),
-    "b": ("tab:board", "side panel: board"),
-    "t": ("tab:tasks", "side panel: tasks"),
-    "l": ("tab:log", "side panel: log"),
-    "i": ("tab:inbox", "side panel: your inbox and escalations"),
-    "m": ("tab:memory", "side panel: memory search"),
-    "o": ("map", "focus the office map (arrows + Enter pick an agent)"),
-    "s": ("send", "send a message to an agent"),
-    "x": ("pause", "pause / resume the focused agent"),
-    "h": ("halt", "halt the focused agent at its next hook (x resumes)"),
-    "r": ("spawn", "start the focused agent if it is not running"),
-    "a": ("archive", "archive the focused agent (its CLI stops; r brings it back)"),
-    "?": ("help", "show all keys"),
-    "q": ("quit", "quit (stops the agents, commits, exits)"),
-}
+# An armed prefix with no key after it disarms by itself, as tmux's does.
+PREFIX_TIMEOUT_S = 2.0
 MEMORY_RESULTS = 20
 # Without the kitty keyboard protocol (tmux, most terminals over SSH) Textual reads
 # ESC+digit, which is what alt+digit sends, as the macOS Option character of that digit.
 # Both names mean alt+N here; typing those characters into an agent needs a paste.
-ALT_DIGIT_KEYS = {
-    n: (f"alt+{n}", name)
-    for n, name in enumerate(
-        [
-            "inverted_exclamation_mark",
-            "trade_mark_sign",
-            "pound_sign",
-            "cent_sign",
-            "infinity",
-            "section_sign",
-            "pilcrow_sign",
-            "bullet",
-            "ª",
-        ],
-        start=1,
-    )
+ALT_DIGITS: dict[str, int] = {
+    name: n
+    for n, option_char in enumerate("¡™£¢∞§¶•ª", start=1)
+    for name in (f"alt+{n}", _character_to_key(option_char))
 }
 
 
+@runtime_checkable
+class Panel(Protocol):
+    """A side panel: it names the widget that takes the keys when the person picks it."""
+
+    def focus_target(self) -> Widget: ...
+
+
+class KeyLine(Widget):
+    """The bottom line: the keys that fit its width; while the prefix is armed it says
+    so (`ctrl+] …`) and lists what the next key can be."""
+
+    DEFAULT_CSS = """
+    KeyLine { height: 1; background: $panel; color: $text-muted; }
+    KeyLine.armed { background: $accent; color: $text; text-style: bold; }
+    """
+    armed: reactive[bool] = reactive(False)
+
+    def __init__(self, prefix: str, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.prefix = prefix
+
+    def render(self) -> Text:
+        return Text(key_line(self.prefix, self.size.width, armed=self.armed), no_wrap=True)
+
+    def watch_armed(self, armed: bool) -> None:
+        self.set_class(armed, "armed")
+
+
 class HiveApp(App[None], inherit_bindings=False):
-    """The app's own keys never include anything an agent CLI needs: Textual's default
-    ctrl+q / ctrl+c / ctrl+p bindings are dropped (inherit_bindings=False, no palette)."""
+    """The app's own keys never include anything an agent CLI needs: it has no bindings
+    of its own (its keys are taken in `on_event`), and Textual's default ctrl+q / ctrl+c /
+    ctrl+p bindings are dropped (inherit_bindings=False, no palette)."""
 
     TITLE = "hive-office"
     ENABLE_COMMAND_PALETTE = False
@@ -103,28 +115,24 @@ class HiveApp(App[None], inherit_bindings=False):
     TerminalPane { height: 1fr; border: round $panel; }
     TerminalPane:focus { border: round $accent; }
     #side { width: 44; border-left: solid $panel; }
-    #keys { height: 1; background: $panel; color: $text-muted; }
     #health { height: 1; background: $error; color: $text; display: none; }
     #demo { height: 1; background: $warning; color: $background; text-style: bold; }
     .zoom #map, .zoom #side { display: none; }
     .grid #map { display: none; }
     .grid #panes { layout: grid; grid-size: 2; }
     """
-    BINDINGS: ClassVar[list[Binding | tuple[str, str] | tuple[str, str, str]]] = [
-        *[
-            Binding(",".join(keys), f"focus_agent({n})", f"agent {n}", priority=True, show=False)
-            for n, keys in ALT_DIGIT_KEYS.items()
-        ],
-    ]
 
     def __init__(self, office: Office, *, demo: bool = False) -> None:
-        super().__init__()
+        # ANSI colours reach the terminal as palette indices, as tmux passes them, so the
+        # person's theme colours the agents' panes (Textual would map them to its own RGB).
+        super().__init__(ansi_color=True)
         self.office = office
         self.demo = demo
         self.prefix_label = office.config.office.prefix_key
         self.prefix = textual_key(self.prefix_label)
-        # Shared with every pane, which arms it when the prefix is typed into it.
-        self.prefix_key = PrefixKey(self.prefix)
+        # The prefix was typed and the next key is a command (whatever has the focus).
+        self.prefix_armed = False
+        self._disarm_timer: Timer | None = None
         self.roster = [a.id for a in office.config.agents if not a.archived]
         self.focused_agent = (
             office.config.office.manager
@@ -139,10 +147,11 @@ class HiveApp(App[None], inherit_bindings=False):
             self, office.paths, manager=office.config.office.manager, roster=self.roster
         )
         self.unread: dict[str, int] = {}
-        # What the Inbox tab shows: the person's mail and the manager's needs_human mail.
+        # What the Inbox tab shows: what waits for the person (hive_core/escalations.py).
         self.escalations: dict[str, Message] = {}
-        # For when a pane does not have the focus (the map, a panel); a pane arms it itself.
-        self.bind(self.prefix, "prefix", description="prefix", show=False)
+        # What has rung the person's terminal (hive_core/notify.py): each thing once.
+        self._rung = notify.Seen()
+        self._in_tmux = bool(os.environ.get("TMUX"))
 
     # --- building ---------------------------------------------------------------------
 
@@ -158,8 +167,6 @@ class HiveApp(App[None], inherit_bindings=False):
                     for agent_id in self.roster:
                         pane = TerminalPane(agent_id, id=f"pane-{agent_id}")
                         pane.border_title = self._title(agent_id)
-                        pane.reserved = self._reserved_keys()
-                        pane.prefix = self.prefix_key
                         yield pane
             with TabbedContent(id="side", initial="tab-board"):
                 with TabPane("Board", id="tab-board"):
@@ -173,16 +180,7 @@ class HiveApp(App[None], inherit_bindings=False):
                 with TabPane("Memory", id="tab-memory"):
                     yield MemoryPanel(self._memory_search, self.office.paths.hive, id="memory")
         yield Static("", id="health")
-        yield Static(self._keys_line(), id="keys")
-
-    def _reserved_keys(self) -> set[str]:
-        return {key for keys in ALT_DIGIT_KEYS.values() for key in keys}
-
-    def _keys_line(self) -> str:
-        return (
-            f" {self.prefix_label} then: 1-9 agent · n/p next/prev · z zoom · g grid · "
-            "b/t/l/i/m panels · s send · x pause · h halt · ? help · q quit   alt+1..9 agent"
-        )
+        yield KeyLine(self.prefix_label, id="keys")
 
     async def on_mount(self) -> None:
         office = self.office
@@ -190,6 +188,7 @@ class HiveApp(App[None], inherit_bindings=False):
         office.listeners.routed.append(self.bridge.routed)
         office.listeners.hive.append(self.bridge.hive_changed)
         office.listeners.health.append(self._health_changed)
+        office.cost.listeners.append(self._cost_changed)
         office.supervisor.sinks.append(self._output)
         self._show_layout()
         self._refresh_map()
@@ -213,9 +212,11 @@ class HiveApp(App[None], inherit_bindings=False):
         tests) gets the first one's objects collected."""
         gc.unfreeze()
 
-    def on_resize(self) -> None:
-        """Small terminals (80x24 over SSH) keep most of the height for the pane."""
-        width, height = self.size
+    def on_resize(self, event: events.Resize) -> None:
+        """Small terminals (80x24 over SSH) keep most of the height for the pane. The new
+        size is the event's: this handler runs before App's own, which updates `self.size`,
+        and the layout set here is the one the same frame uses."""
+        width, height = event.size
         self.query_one(OfficeMap).styles.height = max(7, min(14, height // 3))
         self.query_one("#side").styles.width = max(26, min(48, width * 3 // 10))
 
@@ -225,6 +226,7 @@ class HiveApp(App[None], inherit_bindings=False):
         listeners = self.office.listeners
         for group in (listeners.agent, listeners.routed, listeners.hive, listeners.health):
             group.clear()
+        self.office.cost.listeners.clear()
         self.office.supervisor.sinks.clear()
         self._stop.set()
         await self._office_worker.wait()
@@ -267,11 +269,15 @@ class HiveApp(App[None], inherit_bindings=False):
 
     def _agent_changed(self, state: AgentState) -> None:
         if state.id not in self.roster:
-            return
+            if state.spec.archived:  # never on the floor of this app
+                return
+            self._joined(state.id)
         self.query_one(OfficeMap).update_agent(self.info(state))
         pane = self.pane(state.id)
         pane.border_title = self._title(state.id)
         pane.notice = state.missing
+        pane.exited = state.status == "exited"
+        self._ring({state.id: notify.agent_alert(state)})
 
     @on(MailRouted)
     def _mail_routed(self, event: MailRouted) -> None:
@@ -297,6 +303,7 @@ class HiveApp(App[None], inherit_bindings=False):
         if loaded.inbox is not None:
             self.escalations = {m.id: m for m in loaded.inbox}
             self.query_one(InboxPanel).show(loaded.inbox)
+            self._ring({}, [(m.id, f"{m.sender}: {m.subject or m.act}") for m in loaded.inbox])
         if loaded.unread:
             self.unread.update(loaded.unread)
         office_map = self.query_one(OfficeMap)
@@ -305,6 +312,13 @@ class HiveApp(App[None], inherit_bindings=False):
         for agent_id in sorted(changed & set(self.roster)):
             office_map.update_agent(self.info(self.office.states[agent_id]))
             self.pane(agent_id).border_title = self._title(agent_id)
+
+    def _cost_changed(self) -> None:
+        """After a pass of the office's cost loop that changed a sum."""
+        for agent_id in self.roster:
+            self.pane(agent_id).border_title = self._title(agent_id)
+        tasks = self.office.cost.tasks
+        self.query_one(TasksPanel).show_costs({t: label(total) for t, total in tasks.items()})
 
     def _output(self, agent_id: str, data: bytes) -> None:
         if agent_id in self.roster:
@@ -317,10 +331,10 @@ class HiveApp(App[None], inherit_bindings=False):
         for agent_id in self.roster:
             self.pane(agent_id).border_title = self._title(agent_id)
 
-    def _memory_search(self, query: str) -> list[Hit]:
+    def _memory_search(self, query: str, scope: SearchScope, mode: Mode) -> list[Hit]:
         """On a thread (the Memory tab's worker): SQLite never runs on the loop."""
         with open_store(self.office.paths) as store:
-            return store.search(query, caller=HUMAN, scope="all", limit=MEMORY_RESULTS)
+            return store.search(query, HUMAN, scope, MEMORY_RESULTS, mode)
 
     # --- screen -> office -------------------------------------------------------------
 
@@ -336,6 +350,27 @@ class HiveApp(App[None], inherit_bindings=False):
     def _resized(self, message: TerminalPane.Resized) -> None:
         self.office.supervisor.resize(message.rows, message.cols, message.agent_id)
 
+    def _ring(
+        self, agents: dict[str, notify.Alert | None], items: list[tuple[str, str]] | None = None
+    ) -> None:
+        """Ring the person's terminal for what newly needs them (office.toml `notify`)."""
+        self._rung, alerts = notify.news(self._rung, agents, items)
+        sequence = notify.ring(alerts, self.office.config.office.notify, tmux=self._in_tmux)
+        if sequence:
+            self.write_terminal(sequence)
+
+    def write_terminal(self, data: str) -> None:
+        """Raw bytes to the person's terminal, between Textual's frames (its driver
+        writes whole strings in order from one thread)."""
+        if self._driver is not None and not self.is_headless:
+            self._driver.write(data)
+
+    @on(TasksPanel.Open)
+    def _open_task(self, event: TasksPanel.Open) -> None:
+        task = self.query_one(TasksPanel).task_of(event.task_id)
+        if task is not None:
+            self.push_screen(TaskScreen(task, self.office.paths.hive))
+
     @on(InboxPanel.Open)
     def _open_mail(self, event: InboxPanel.Open) -> None:
         message = self.escalations.get(event.message_id)
@@ -349,12 +384,20 @@ class HiveApp(App[None], inherit_bindings=False):
         self.push_screen(AnswerScreen(message), answered)
 
     async def _answer(self, message: Message, text: str) -> None:
+        await self._perform(ControlRequest(cmd="answer", message=message.id, text=text))
+
+    async def _perform(self, req: ControlRequest) -> None:
+        """One of the person's actions, through the office's one dispatch (as the CLI and
+        the control socket do); its sentence, or why not, is said on screen."""
         try:
-            await self.office.answer(message, text)
+            reply = await self.office.perform(req)
         except OSError as exc:
-            self.notify(f"Your answer could not be written: {exc}", severity="error")
+            self.notify(f"{req.cmd} failed: {exc}", severity="error")
             return
-        self.notify("Your answer is on its way to the manager.")
+        if reply.ok:
+            self.notify(reply.detail or f"{req.cmd}: done.")
+        else:
+            self.notify(reply.error or f"{req.cmd} was refused.", severity="error")
 
     @on(OfficeMap.AgentSelected)
     def _picked(self, message: OfficeMap.AgentSelected) -> None:
@@ -370,12 +413,9 @@ class HiveApp(App[None], inherit_bindings=False):
             return
         self.focused_agent = agent_id
         self._show_layout()
-        self.pane(agent_id).focus()
+        # At once, not after the queued keys: what is typed next goes to this pane.
+        self.screen.set_focus(self.pane(agent_id))
         self.query_one(OfficeMap).select(agent_id)
-
-    def action_focus_agent(self, n: int) -> None:
-        if 1 <= n <= len(self.roster):
-            self.focus_agent(self.roster[n - 1])
 
     def _show_layout(self) -> None:
         self.screen.set_class(self.layout_mode == "zoom", "zoom")
@@ -385,73 +425,151 @@ class HiveApp(App[None], inherit_bindings=False):
                 self.layout_mode == "grid" or agent_id == self.focused_agent
             )
 
-    def action_prefix(self) -> None:
-        if self.prefix_key.armed:
-            self.prefix_key.armed = False
-            self._send_prefix()
+    # --- keys ---------------------------------------------------------------------------
+
+    async def on_event(self, event: events.Event) -> None:
+        """Every key from the terminal passes here before the focused widget sees it (as
+        priority bindings do), so the prefix, the key after it and esc-back-to-the-pane
+        are the app's whatever has the focus, and a key typed in the same read as the
+        prefix is already the app's. Forms (send, answer, help) keep all their keys."""
+        if (
+            isinstance(event, events.Key)
+            and not event.is_forwarded
+            and self.screen is self.screen_stack[0]
+            and await self._main_key(event)
+        ):
             return
-        self.prefix_key.armed = True
+        await super().on_event(event)
+
+    async def _main_key(self, event: events.Key) -> bool:
+        """The app's own handling of a key on the main screen; False: the focused
+        widget's (an agent's pane, a panel) as usual."""
+        if self.prefix_armed:
+            self.disarm()
+            if event.key == self.prefix:
+                self._send_prefix()
+            elif event.key != "escape":  # esc: never mind
+                await self.run_prefix_command(event.key, event.character)
+            return True
+        if event.key == self.prefix:
+            self.arm()
+            return True
+        if event.key in ALT_DIGITS:
+            # Not a binding: Textual drops a binding an Input could type (`¡`).
+            self.action_focus_agent(ALT_DIGITS[event.key])
+            return True
+        if event.key == "escape" and not isinstance(self.focused, TerminalPane):
+            # From a panel or the map back to the agent; in a pane esc is the agent's.
+            self.focus_agent(self.focused_agent)
+            return True
+        return False
+
+    def arm(self) -> None:
+        self.prefix_armed = True
+        self.query_one(KeyLine).armed = True
+        if self._disarm_timer is not None:
+            self._disarm_timer.stop()
+        self._disarm_timer = self.set_timer(PREFIX_TIMEOUT_S, self.disarm)
+
+    def disarm(self) -> None:
+        self.prefix_armed = False
+        self.query_one(KeyLine).armed = False
+        if self._disarm_timer is not None:
+            self._disarm_timer.stop()
+            self._disarm_timer = None
 
     def _send_prefix(self) -> None:
         """The prefix twice sends the prefix key itself to the agent, as in tmux."""
         self.office.supervisor.write(self.focused_agent, encode_key(self.prefix, None) or b"")
 
-    def on_key(self, event: Key) -> None:
-        if not self.prefix_key.armed:
-            return
-        event.stop()
-        event.prevent_default()
-        self.prefix_key.armed = False
-        if event.key == self.prefix:
-            self._send_prefix()
-        else:
-            self.run_prefix_command(event.key, event.character)
-
-    def run_prefix_command(self, key: str, character: str | None) -> None:
+    async def run_prefix_command(self, key: str, character: str | None) -> None:
         char = character or key
-        if char.isdigit() and char != "0":
-            self.action_focus_agent(int(char))
+        action = view_action(char)
+        if action is not None:
+            await self.run_action(action)
             return
-        command = next((cmd for k, (cmd, _) in PREFIX_COMMANDS.items() if k == char), None)
-        if command is None:
-            label = self.prefix_label
-            self.notify(
-                f"{label} {char}: no such command; {label} ? lists them.", severity="warning"
-            )
+        state = self.office.states[self.focused_agent]
+        person = person_action(char, held=state.paused or state.halted)
+        if person is not None:
+            self.act(person, self.focused_agent)
             return
-        step = {"next": 1, "prev": -1}
-        if command in step:
-            index = self.roster.index(self.focused_agent)
-            self.focus_agent(self.roster[(index + step[command]) % len(self.roster)])
-        elif command in ("zoom", "grid"):
-            self.layout_mode = "default" if self.layout_mode == command else command
+        label = self.prefix_label
+        self.notify(f"{label} {char}: no such command; {label} ? lists them.", severity="warning")
+
+    def act(self, action: PersonAction, agent_id: str) -> None:
+        """One of the person's actions on an agent; asked first if the table says so."""
+        req = ControlRequest(cmd=action.name, agent=agent_id)
+        if action.confirm is None:
+            self.run_worker(self._perform(req))
+            return
+
+        def confirmed(yes: bool | None) -> None:
+            if yes:
+                self.run_worker(self._perform(req))
+
+        self.push_screen(ConfirmScreen(action.confirm.format(agent=agent_id)), confirmed)
+
+    # --- view commands (hive_tui/commands.py) -------------------------------------------
+
+    def action_focus_agent(self, n: int) -> None:
+        if 1 <= n <= len(self.roster):
+            self.focus_agent(self.roster[n - 1])
+
+    def action_cycle(self, step: int) -> None:
+        index = self.roster.index(self.focused_agent)
+        self.focus_agent(self.roster[(index + step) % len(self.roster)])
+
+    def action_layout(self, mode: str) -> None:
+        self.layout_mode = "default" if self.layout_mode == mode else mode
+        self.focus_agent(self.focused_agent)
+
+    def action_panel(self, name: str) -> None:
+        """Show a side panel and give it the keys (esc gives them back to the pane)."""
+        if self.layout_mode == "zoom":
+            self.layout_mode = "default"
             self._show_layout()
-            self.pane(self.focused_agent).focus()
-        elif command.startswith("tab:"):
-            if self.layout_mode == "zoom":
-                self.layout_mode = "default"
-                self._show_layout()
-            self.query_one(TabbedContent).active = f"tab-{command[4:]}"
-        elif command == "map":
-            self.query_one(OfficeMap).focus()
-        elif command == "send":
-            self.push_screen(SendScreen(self.roster, self.focused_agent), self._send)
-        elif command == "pause":
-            state = self.office.states[self.focused_agent]
-            self.office.set_paused(state.id, not state.paused)
-            self.notify(f"{state.spec.name} is {'paused' if state.paused else 'resumed'}.")
-        elif command == "halt":
-            self.office.halt(self.focused_agent)
-            self.notify(f"{self.focused_agent} stops at its next hook; x resumes it.")
-        elif command == "spawn":
-            self.run_worker(self.office.spawn(self.focused_agent))
-        elif command == "archive":
-            self.run_worker(self.office.archive(self.focused_agent))
-            self.notify(f"{self.focused_agent} is archived; r brings it back.")
-        elif command == "help":
-            self.push_screen(HelpScreen(PREFIX_COMMANDS, self.prefix_label))
-        elif command == "quit":
-            self.run_worker(self.action_quit())
+        self.query_one(TabbedContent).active = f"tab-{name}"
+        panel = self.query_one(f"#{name}")
+        assert isinstance(panel, Panel), name
+        self.screen.set_focus(panel.focus_target())
+
+    def action_map(self) -> None:
+        if self.layout_mode == "zoom":
+            self.layout_mode = "default"
+            self._show_layout()
+        self.screen.set_focus(self.query_one(OfficeMap))
+
+    def action_send(self) -> None:
+        self.push_screen(SendScreen(self.roster, self.focused_agent), self._send)
+
+    def action_hire(self) -> None:
+        def hire(req: ControlRequest | None) -> None:
+            if req is not None:
+                self.run_worker(self._perform(req))
+
+        self.push_screen(HireScreen(self.roster), hire)
+
+    def _joined(self, agent_id: str) -> None:
+        """A hired agent (hive_core/hire.py): its pane after the others, so alt+N and the
+        map follow the roster's order; the office's listener then fills in the rest."""
+        self.roster.append(agent_id)
+        pane = TerminalPane(agent_id, id=f"pane-{agent_id}")
+        pane.border_title = self._title(agent_id)
+        self.query_one("#panes", Container).mount(pane)
+        self._show_layout()
+
+    def action_copy_mode(self) -> None:
+        """tmux's copy mode in the focused agent's pane (hive_tui/terminal/copy_mode.py)."""
+        pane = self.pane(self.focused_agent)
+        self.screen.set_focus(pane)
+        pane.enter_copy_mode()
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(self.prefix_label))
+
+    def action_diff(self) -> None:
+        office = self.office
+        self.push_screen(DiffScreen(lambda: office_review(office.paths, office.config)))
 
     def _send(self, draft: Draft | None) -> None:
         if draft is None:
@@ -459,26 +577,39 @@ class HiveApp(App[None], inherit_bindings=False):
         self.run_worker(self._send_draft(draft))
 
     async def _send_draft(self, draft: Draft) -> None:
+        office = self.office
         try:
-            # An atomic write ends in an fsync: not on the loop.
-            await asyncio.to_thread(write_draft, self.office.paths.mailbox(HUMAN), draft)
+            # The send path every sender takes (checked, queued, the router nudged); its
+            # atomic write ends in an fsync: not on the loop.
+            await asyncio.to_thread(send, office.paths, office.config, HUMAN, draft)
+        except DraftRefused as exc:
+            self.notify(f"Your message was not sent: {exc}", severity="error")
+            return
         except OSError as exc:
             self.notify(f"Your message could not be written: {exc}", severity="error")
             return
-        kick(self.office.paths, HUMAN)
         self.notify(f"Sent to {draft.to}.")
 
     def _title(self, agent_id: str) -> str:
         state = self.office.states[agent_id]
         n = self.roster.index(agent_id) + 1
-        bits = [f"{n} {state.spec.name}", state.status]
+        shown = status_words(state.status, state.pid, state.exit_status)
+        if state.start_failed:  # its CLI exited at once: how, what to do, and the retry
+            shown = f"{state.start_failed} {self.prefix_label} r to retry."
+        bits = [f"{n} {state.spec.name}", shown]
         if state.paused:
             bits.append("paused")
+        explained = state.explained  # what the status word hides (hive_core/status.py)
+        if explained and explained.kind in TITLE_KINDS and explained.kind != state.status:
+            bits.append(explained.kind.replace("_", " "))
         unread = self.unread.get(agent_id, 0)
         if state.mail_title:
             bits.append(f"✉ {state.mail_title}")  # a hookless agent: it cannot drain by itself
         elif unread:
             bits.append(f"✉ {unread}")
+        spent = self.office.cost.agents.get(agent_id)
+        if spent is not None:
+            bits.append(label(spent))
         return " · ".join(bits)
 
 

@@ -10,6 +10,7 @@ A burst of 2,000 messages therefore costs a handful of reloads, none on the loop
 from __future__ import annotations
 
 import asyncio
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,17 +18,21 @@ import msgspec
 from textual.app import App
 from textual.message import Message as TextualMessage
 
+from hive_core.escalations import waiting
 from hive_core.logfile import LogFollower
 from hive_core.mail import load_message, message_names
 from hive_core.paths import HivePaths
 from hive_core.routing.router import RouteStats
-from hive_core.schema import HUMAN, Ledger, LogEvent, Message
+from hive_core.schema import HUMAN, Ledger, LogEvent, Message, Task
 from hive_tui.panels.log import Run, log_runs
 
 # Textual paints at most 60 frames a second; nothing is reloaded more often than that.
 FRAME_S = 1 / 60
 
 Route = tuple[str, tuple[str, ...]]
+# Where a change moves someone's unread count: their inbox, or the .done folder a read
+# message goes to.
+INBOX_KINDS = frozenset({"inbox", "done"})
 
 
 @dataclass
@@ -45,7 +50,7 @@ class HiveLoaded(TextualMessage):
     ledger: Ledger | None = None
     # New log lines, formatted for the Log tab.
     log: list[tuple[LogEvent, list[Run]]] = field(default_factory=list)
-    # The person's mail and the manager's needs_human mail, newest first.
+    # What waits for the person (escalations.waiting), newest first.
     inbox: list[Message] | None = None
     # Unread counts re-read for these agents only.
     unread: dict[str, int] = field(default_factory=dict)
@@ -86,6 +91,8 @@ class Bridge:
         # Decoded once per file, by inbox and name: a reload after a burst reads only the
         # arrivals, and builds no Path for the thousands already known.
         self._mail: dict[Path, dict[str, Message]] = {}
+        # The ledger's tasks as last read: their open questions wait for the person.
+        self._tasks: list[Task] = []
 
     # --- on the loop: mark, then flush once a frame -------------------------------------
 
@@ -113,7 +120,11 @@ class Bridge:
         d.tasks |= p.tasks in paths
         d.log |= p.log in paths
         # A reader finished with mail (inbox -> .done): only the path can say whose.
-        owners = {owner for path in paths if (owner := _inbox_owner(p, path))}
+        owners = {
+            place.owner
+            for path in paths
+            if (place := p.locate(path)) is not None and place.kind in INBOX_KINDS and place.owner
+        }
         d.unread.update(owners & set(self.roster))
         d.inbox |= HUMAN in owners or self.manager in owners
         if d:
@@ -161,9 +172,10 @@ class Bridge:
                 loaded.ledger = msgspec.json.decode(self.paths.tasks.read_bytes(), type=Ledger)
             except (FileNotFoundError, msgspec.DecodeError, msgspec.ValidationError):
                 loaded.ledger = Ledger()
+            self._tasks = loaded.ledger.tasks
         if dirty.log:
             loaded.log = [(event, log_runs(event)) for event in self._log_tail()]
-        if dirty.inbox:
+        if dirty.inbox or dirty.tasks:  # a task question asked or answered
             loaded.inbox = self._inbox()
         for agent in sorted(dirty.unread):
             loaded.unread[agent] = len(message_names(self.paths.mailbox(agent).inbox))
@@ -180,14 +192,14 @@ class Bridge:
         return events
 
     def _inbox(self) -> list[Message]:
-        mine = self._messages(self.paths.mailbox(HUMAN).inbox)
-        ids = {m.id for m in mine}
-        escalations = [
-            m
-            for m in self._messages(self.paths.mailbox(self.manager).inbox)
-            if m.needs_human and m.id not in ids
+        """`Office.waiting_for_person`'s list (one rule: escalations.waiting), from the
+        decoded-once cache; an escalation the person answered has a link in their .done."""
+        human = self.paths.mailbox(HUMAN)
+        flagged = [
+            m for m in self._messages(self.paths.mailbox(self.manager).inbox) if m.needs_human
         ]
-        return sorted(mine + escalations, key=lambda m: m.id, reverse=True)
+        answered = {m.id for m in flagged if os.path.lexists(human.done / f"{m.id}.json")}
+        return waiting(self._messages(human.inbox), flagged, answered, self._tasks)
 
     def _messages(self, inbox: Path) -> list[Message]:
         cache = self._mail.setdefault(inbox, {})
@@ -204,16 +216,3 @@ class Bridge:
                     continue  # gone (read) or not a message yet: tried again next time
             out.append(message)
         return out
-
-
-def _inbox_owner(paths: HivePaths, path: Path) -> str | None:
-    """`jim` for agents/jim/inbox/... and `human` for human/inbox/... (under the hive)."""
-    try:
-        rel = path.relative_to(paths.hive).parts
-    except ValueError:
-        return None
-    if len(rel) >= 4 and rel[0] == "agents" and rel[2] == "inbox":
-        return rel[1]
-    if len(rel) >= 3 and rel[0] == HUMAN and rel[1] == "inbox":
-        return HUMAN
-    return None

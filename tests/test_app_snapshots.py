@@ -164,8 +164,9 @@ def make_app(tmp_path: Path) -> HiveApp:
         ("pam", "idle", None),
         ("pete", "waiting", "WebFetch"),
     ):
-        office.states[agent_id].status = status  # type: ignore[assignment]
-        office.states[agent_id].last_tool = tool
+        with office.states.edit(agent_id) as state:
+            state.status = status  # type: ignore[assignment]
+            state.last_tool = tool
     return HiveApp(office)
 
 

@@ -8,7 +8,9 @@ to repaint the reader's terminal.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
+from hive_core.routing.marks import caution
 from hive_core.schema import LogEvent, Message, Registry
 
 PREVIEW_WIDTH = 100
@@ -46,6 +48,8 @@ def inbox(messages: list[Message]) -> str:
     for m in messages:
         subject = one_line(m.subject) or "(no subject)"
         lines.append(f"  {m.id}  {m.sender:<{sender_w}}  {m.act:<{act_w}}  {subject}{_flags(m)}")
+        if (mark := caution(m.origin, m.injection)) is not None:
+            lines.append(f"      {mark}")
         if m.body.strip():
             lines.append(f"      {one_line(m.body)}")
     lines.append(
@@ -69,6 +73,7 @@ def message(msg: Message, state: str) -> str:
         ("task", msg.task),
         ("hops", str(msg.hops) if msg.hops else None),
         ("needs human", "yes" if msg.needs_human else None),
+        ("caution", caution(msg.origin, msg.injection)),
         ("state", state),
     ]
     lines = [f"{name + ':':<13}{value}" for name, value in fields if value]
@@ -80,18 +85,37 @@ def message(msg: Message, state: str) -> str:
     return "\n".join(lines)
 
 
-def roster(registry: Registry, caller: str) -> str:
-    rows = [("ID", "NAME", "PROVIDER", "STATUS", "ROLE")]
+# Explained states the roster says why for (schema.StatusKind); `hive-office why` has all.
+ATTENTION = frozenset(
+    {"waiting", "idle_unread", "stalled", "rate_limited", "exited", "paused", "halted"}
+)
+
+
+def roster(registry: Registry, caller: str, costs: Mapping[str, str] | None = None) -> str:
+    """`costs`: each agent's estimated cost as the office last summed it (cost.label)."""
+    # Here, not at the top: agents.state brings dataclasses (and inspect), a third of
+    # what a mail verb costs, and only the roster needs it.
+    from hive_core.agents.state import status_words
+
+    rows = [("ID", "NAME", "PROVIDER", "STATUS", "COST", "ROLE")]
     for entry in registry.agents:
         marks = ("*" if entry.manager else "") + (" (you)" if entry.id == caller else "")
         extras = [x for x, on in (("web", entry.web), ("send-only", entry.send_only)) if on]
         role = entry.role + (f" [{', '.join(extras)}]" if extras else "")
-        rows.append((entry.id + marks, entry.name, entry.provider, entry.status, role))
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+        status = status_words(entry.status, entry.pid)
+        if entry.state and entry.state != entry.status:  # the explained state says more
+            status += f" [{entry.state}]"
+        cost = (costs or {}).get(entry.id, "-")
+        rows.append((entry.id + marks, entry.name, entry.provider, status, cost, role))
+    widths = [max(len(row[i]) for row in rows) for i in range(5)]
     lines = [f"{registry.office}: manager {registry.manager} (*), you are {caller}"]
     for row in rows:
-        cells = [cell.ljust(width) for cell, width in zip(row[:4], widths, strict=True)]
-        lines.append("  ".join([*cells, row[4]]).rstrip())
+        cells = [cell.ljust(width) for cell, width in zip(row[:5], widths, strict=True)]
+        lines.append("  ".join([*cells, row[5]]).rstrip())
+    # Why, for the states someone should act on (the office's sentence, cleaned).
+    for entry in registry.agents:
+        if entry.why and entry.state in ATTENTION:
+            lines.append(f"  {entry.id}: {one_line(entry.why, 300)}")
     lines.append("Address a teammate by ID; also god (the manager), human, broadcast, triage.")
     return "\n".join(lines)
 

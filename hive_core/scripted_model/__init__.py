@@ -11,6 +11,7 @@ with ScriptedModel(scenario) as model:
 """
 
 from hive_core.scripted_model.scenario import (
+    ApiError,
     Block,
     Predicate,
     Request,
@@ -19,6 +20,7 @@ from hive_core.scripted_model.scenario import (
     ToolUse,
     Turn,
     anything,
+    api_error,
     bash,
     has_tool_result,
     is_main,
@@ -30,6 +32,7 @@ from hive_core.scripted_model.scenario import (
 from hive_core.scripted_model.server import RecordedRequest, ScriptedModel
 
 __all__ = [
+    "ApiError",
     "Block",
     "Predicate",
     "RecordedRequest",
@@ -40,6 +43,7 @@ __all__ = [
     "ToolUse",
     "Turn",
     "anything",
+    "api_error",
     "bash",
     "has_tool_result",
     "is_main",

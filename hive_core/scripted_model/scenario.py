@@ -44,6 +44,19 @@ def bash(command: str, description: str = "scripted command") -> ToolUse:
 
 
 @dataclass(frozen=True)
+class ApiError:
+    """An HTTP error the API answers with instead of a message (a rate limit, an
+    overload), in the API's error shape."""
+
+    status: int = 429
+    type: str = "rate_limit_error"
+    message: str = "Number of request tokens has exceeded your per-minute rate limit"
+    # Seconds the CLI is told to wait before it tries again (`retry-after`); None: it is
+    # told not to retry at all, so the turn fails at once.
+    retry_after: int | None = None
+
+
+@dataclass(frozen=True)
 class Turn:
     match: Predicate
     blocks: tuple[Block, ...]
@@ -56,10 +69,17 @@ class Turn:
     # Play this turn again (fresh tool ids) while the request answering it matches: a
     # real model retries a tool the CLI could not run yet (an MCP server still starting).
     again_if: Predicate | None = None
+    # Answer with this error instead of the blocks.
+    error: ApiError | None = None
 
     @property
     def stop_reason(self) -> str:
         return "tool_use" if any(isinstance(b, ToolUse) for b in self.blocks) else "end_turn"
+
+
+def api_error(match: Predicate, error: ApiError | None = None, *, label: str = "") -> Turn:
+    """A turn the API refuses with an HTTP error (by default a 429 rate limit)."""
+    return Turn(match, (), label or "error", error=error or ApiError())
 
 
 def turn(
@@ -207,7 +227,5 @@ class Scenario:
 
 def _fresh_ids(turn: Turn) -> Turn:
     """The same turn with new tool ids, so a replay never reuses an answered call's id."""
-    blocks = tuple(
-        ToolUse(b.name, b.input) if isinstance(b, ToolUse) else b for b in turn.blocks
-    )
+    blocks = tuple(ToolUse(b.name, b.input) if isinstance(b, ToolUse) else b for b in turn.blocks)
     return replace(turn, blocks=blocks, delay=max(turn.delay, 0.2))

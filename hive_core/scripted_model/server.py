@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from hive_core.scripted_model.scenario import Request, Scenario, Text, ToolUse, Turn
+from hive_core.scripted_model.scenario import ApiError, Request, Scenario, Text, ToolUse, Turn
 
 # --- wire shapes (the subset of the Messages API the CLI reads) ------------------------
 
@@ -335,7 +335,9 @@ def _handler_for(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
             self._record(body, "main" if body.get("tools") else "side", index)
             if turn.delay:
                 time.sleep(turn.delay)
-            if body.get("stream"):
+            if turn.error is not None:
+                self._send_error(turn.error)
+            elif body.get("stream"):
                 payload = encode_sse(stream_events(turn, body))
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream; charset=utf-8")
@@ -345,6 +347,21 @@ def _handler_for(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(payload)
             else:
                 self._send_json(200, msgspec.json.encode(build_message(turn, body)))
+
+        def _send_error(self, error: ApiError) -> None:
+            payload = msgspec.json.encode(
+                {"type": "error", "error": {"type": error.type, "message": error.message}}
+            )
+            self.send_response(error.status)
+            if error.retry_after is None:
+                # The CLI would otherwise retry a 429 with backoff for minutes.
+                self.send_header("x-should-retry", "false")
+            else:
+                self.send_header("retry-after", str(error.retry_after))
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
 
         def _send_json(self, status: int, payload: bytes) -> None:
             self.send_response(status)

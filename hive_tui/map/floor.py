@@ -135,6 +135,8 @@ def station_for(info: AgentInfo) -> Station:
         return Station(Place.DESK, "waiting")
     if info.status in ("idle", "offline"):
         return Station(Place.DESK if info.manager else Place.KITCHEN, "idle")
+    if info.status == "running":  # a hookless CLI: its process runs, nothing says more
+        return Station(Place.DESK, "running")
     tool = info.last_tool or ""
     if tool in EDIT_TOOLS:
         return Station(Place.DESK, "typing")

@@ -25,6 +25,7 @@ from textual.cache import LRUCache
 from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
+from textual.widget import Widget
 
 from hive_core.cli.render import clean
 
@@ -255,6 +256,10 @@ class BoardPanel(ScrollView, can_focus=True):
         self._width = 0
         self._strips: LRUCache[tuple[int, int], Strip] = LRUCache(1024)
         self._styles: dict[str, Style] = {}
+
+    def focus_target(self) -> Widget:
+        """The board takes the keys itself (arrows and page keys scroll it)."""
+        return self
 
     @property
     def text(self) -> str:

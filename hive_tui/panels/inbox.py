@@ -1,4 +1,5 @@
-"""The Inbox tab: the person's mail and the manager's escalations, newest first.
+"""The Inbox tab: what waits for the person (hive_core/escalations.py), newest first:
+their mail, the manager's escalations, the tasks' open questions.
 
 Messages are written by agents, so every cell is a rich Text (no markup is
 interpreted) and control characters are made visible before anything is drawn.
@@ -10,28 +11,30 @@ from rich.text import Text
 from textual.message import Message as TextualMessage
 
 from hive_core.cli.render import clean, message, one_line
+from hive_core.escalations import newest_first
 from hive_core.schema import Message
 from hive_tui.panels.rows import Row, RowsPanel
 
-EMPTY_INBOX = "No mail for you: agents write with `hive send --to human`; escalations land here."
+EMPTY_INBOX = "Nothing waits for you: mail to `human`, escalations and task questions land here."
 COLUMNS = ("!", "when", "from", "act", "subject")
 SUBJECT_WIDTH = 60
 
 
-def newest_first(messages: list[Message]) -> list[Message]:
-    """Message ids sort by creation time, so the largest id is the newest message."""
-    return sorted(messages, key=lambda m: m.id, reverse=True)
-
-
 def message_row(msg: Message) -> tuple[Text, ...]:
-    """The table cells of `msg`; "!" marks a message that needs the person."""
+    """The table cells of `msg`; "!" marks a message that needs the person, [web] and
+    [flagged] one to read as material, not instructions."""
     when = msg.created_at[:16].replace("T", " ")
     return (
         Text("!", "bold reverse red") if msg.needs_human else Text(""),
         Text(when, "dim"),
         Text(clean(msg.sender)),
         Text(msg.act, "bold" if msg.requires_reply else ""),
-        Text(one_line(msg.subject, SUBJECT_WIDTH) or "(no subject)"),
+        Text.assemble(
+            # Untrusted material is marked in the list too (the detail shows why).
+            ("[web] ", "bold yellow") if msg.origin == "web" else "",
+            ("[flagged] ", "bold red") if msg.injection else "",
+            one_line(msg.subject, SUBJECT_WIDTH) or "(no subject)",
+        ),
     )
 
 

@@ -21,6 +21,7 @@ from textual.containers import Vertical
 from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
+from textual.widget import Widget
 from textual.widgets import Static
 
 from hive_core.cli.render import clean, log_event
@@ -225,3 +226,7 @@ class LogPanel(Vertical):
 
     def on_mount(self) -> None:
         self._refresh()
+
+    def focus_target(self) -> Widget:
+        """What takes the keys when the panel is picked: the lines (arrows scroll them)."""
+        return self.query_one(LogLines)

@@ -11,9 +11,15 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
+from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
 Row = tuple[str, tuple[Text, ...]]  # (key, cells)
+
+
+class EmptyNotice(Static, can_focus=True):
+    """The empty-state line: focusable, so the panel can hold the keys (and esc can leave
+    it) before it has any rows."""
 
 
 class RowsPanel(Vertical):
@@ -26,7 +32,7 @@ class RowsPanel(Vertical):
     DETAIL_ID: ClassVar[str]
 
     def compose(self) -> ComposeResult:
-        yield Static(self.EMPTY_TEXT, id=self.EMPTY_ID, markup=False)
+        yield EmptyNotice(self.EMPTY_TEXT, id=self.EMPTY_ID, markup=False)
         table: DataTable[Text] = DataTable(id=self.TABLE_ID, cursor_type="row", zebra_stripes=True)
         table.add_columns(*self.COLUMNS)
         yield table
@@ -48,6 +54,12 @@ class RowsPanel(Vertical):
     def on_mount(self) -> None:
         self._fill()
 
+    def focus_target(self) -> Widget:
+        """What takes the keys when the panel is picked: the table, or the empty-state
+        line while there are no rows."""
+        table = self.query_one(f"#{self.TABLE_ID}", DataTable)
+        return table if table.display else self.query_one(f"#{self.EMPTY_ID}")
+
     def refill(self) -> None:
         """Relist the rows; the highlighted one stays highlighted if it is still there.
         Before mounting there is no table yet: on_mount lists them."""
@@ -56,6 +68,7 @@ class RowsPanel(Vertical):
 
     def _fill(self) -> None:
         table = self.query_one(f"#{self.TABLE_ID}", DataTable)
+        had_focus = self.has_focus_within
         current = self.highlighted
         rows = self.rows()
         table.clear()
@@ -67,6 +80,9 @@ class RowsPanel(Vertical):
         self.query_one(f"#{self.DETAIL_ID}").display = not empty
         if current in {key for key, _ in rows}:
             table.move_cursor(row=table.get_row_index(current), animate=False)
+        if had_focus:
+            # The focused one of table / empty line may have just been hidden.
+            self.screen.set_focus(self.focus_target())
         self._show_detail()
 
     @property

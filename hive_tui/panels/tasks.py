@@ -14,7 +14,7 @@ from hive_core.schema import Ledger, Task
 from hive_tui.panels.rows import Row, RowsPanel
 
 EMPTY_TASKS = "No tasks yet: the manager adds them with `hive task add`."
-COLUMNS = ("id", "title", "assignee", "status", "pri", "depends on", "?")
+COLUMNS = ("id", "title", "assignee", "status", "pri", "depends on", "?", "cost")
 TITLE_WIDTH = 48
 
 # Work in progress first, finished work last.
@@ -38,9 +38,10 @@ def ordered(ledger: Ledger) -> list[Task]:
     return sorted(ledger.tasks, key=lambda t: (_STATUS_ORDER.get(t.status, 5), t.priority, t.id))
 
 
-def task_row(task: Task, done: set[str]) -> tuple[Text, ...]:
+def task_row(task: Task, done: set[str], cost: str = "") -> tuple[Text, ...]:
     """The table cells of `task`; `done` holds the ids of finished tasks, so the
-    dependencies still holding it up stand out."""
+    dependencies still holding it up stand out; `cost` is the estimated cost of the
+    usage while its assignee held it (hive_core/cost.py)."""
     depends = Text()
     for index, dep in enumerate(task.depends_on):
         if index:
@@ -55,6 +56,7 @@ def task_row(task: Task, done: set[str]) -> tuple[Text, ...]:
         Text(str(task.priority)),
         depends,
         Text(f"?{waiting}", "bold reverse yellow") if waiting else Text(""),
+        Text(cost, "dim"),
     )
 
 
@@ -90,7 +92,7 @@ def task_detail(task: Task) -> Text:
 class TasksPanel(RowsPanel):
     """The task ledger. Keys: up/down (and pageup/pagedown, home/end) move through the
     tasks, the highlighted one shows in full below; enter posts `TasksPanel.Open` (the
-    app opens it, e.g. to answer its questions). A `?N` marks N unanswered questions
+    app opens it with its history). A `?N` marks N unanswered questions
     for the person. Fed by the app with `show(ledger)`.
     """
 
@@ -113,15 +115,28 @@ class TasksPanel(RowsPanel):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._tasks: dict[str, Task] = {}
+        self._costs: dict[str, str] = {}
 
     def show(self, ledger: Ledger) -> None:
         """Replace the table; the highlighted task stays highlighted if it still exists."""
         self._tasks = {task.id: task for task in ordered(ledger)}
         self.refill()
 
+    def show_costs(self, costs: dict[str, str]) -> None:
+        """Each task's cost as the office last summed it."""
+        if costs != self._costs:
+            self._costs = costs
+            self.refill()
+
+    def task_of(self, task_id: str) -> Task | None:
+        return self._tasks.get(task_id)
+
     def rows(self) -> list[Row]:
         done = {task.id for task in self._tasks.values() if task.status == "done"}
-        return [(task.id, task_row(task, done)) for task in self._tasks.values()]
+        return [
+            (task.id, task_row(task, done, self._costs.get(task.id, "")))
+            for task in self._tasks.values()
+        ]
 
     def detail(self, key: str) -> Text:
         task = self._tasks.get(key)

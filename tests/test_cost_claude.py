@@ -1,0 +1,143 @@
+"""Cost with the real claude CLI: a real `hive-office serve` runs claude agents against
+scripted Messages APIs, and the office's token sums per agent equal the usage those
+APIs reported in their answers."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hive_core.cost import PRICES, cost_of, price_of
+from hive_core.scripted_model import ScriptedModel, bash, has_tool_result, turn, user_says
+from hive_core.scripted_model.server import Usage, build_message
+from hive_core.usage import Tokens
+from tests.claude_office import AGENTS, BIN, CLAUDE, ClaudeOffice, make_claude_office, wait_for
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(CLAUDE is None, reason="claude CLI not found (run scripts/setup)"),
+]
+
+
+def reported(model: ScriptedModel) -> dict[str, int]:
+    """The usage the scripted API put in its answers to the conversation's requests
+    (those with tools: the CLI's side requests, such as a title, are not transcribed)."""
+    sums = {"input": 0, "output": 0, "cache_write": 0, "cache_read": 0}
+    for usage, _model in answers(model):
+        sums["input"] += usage.input_tokens
+        sums["output"] += usage.output_tokens
+        sums["cache_write"] += usage.cache_creation_input_tokens
+        sums["cache_read"] += usage.cache_read_input_tokens
+    return sums
+
+
+def answers(model: ScriptedModel) -> list[tuple[Usage, str]]:
+    # The usage the server reports depends on the request only, not on the turn.
+    return [
+        (build_message(model.scenario.fallback, r.body).usage, r.body["model"])
+        for r in model.main_requests
+    ]
+
+
+def list_price_cost(model: ScriptedModel) -> float:
+    total = 0.0
+    for usage, name in answers(model):
+        price = price_of(name, PRICES)
+        assert price is not None, f"the CLI asked for {name}, which has no list price"
+        tokens = Tokens(
+            input=usage.input_tokens,
+            output=usage.output_tokens,
+            cache_write=usage.cache_creation_input_tokens,
+            cache_read=usage.cache_read_input_tokens,
+        )
+        total += cost_of(tokens, price)
+    return total
+
+
+def roster_usage(office: ClaudeOffice) -> dict[str, Any]:
+    result = office.run("hive", "roster", "--json", "--home", str(office.home))
+    return {a["id"]: a.get("usage") for a in json.loads(result.stdout)["agents"]}
+
+
+def test_token_sums_equal_the_usage_the_api_reported() -> None:
+    root = Path(tempfile.mkdtemp(prefix="hive-cost-", dir="/tmp"))
+    # Two content blocks in one message: the CLI writes a transcript line for each.
+    jim = [
+        turn(user_says("hello office"), "Looking at the team.", bash("hive roster")),
+        turn(has_tool_result(), "Hello, team!"),
+    ]
+    office = make_claude_office(root, {"jim": jim})
+    proc = subprocess.Popen(
+        [str(BIN / "hive-office"), "serve", "--home", str(office.home)],
+        env=office.env,
+        stdout=(root / "serve.log").open("wb"),
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        wait_for(
+            lambda: all(
+                office.registry().get(a, {}).get("session_id")
+                and office.registry()[a]["status"] == "idle"
+                for a in AGENTS
+            ),
+            "both agents' SessionStart",
+            timeout=90,
+        )
+        # Jim holds a task from before his first request: all his usage is the task's.
+        office.run(
+            "hive", "task", "add", "Say hello", "--assignee", "jim", "--home", str(office.home)
+        )
+        office.run("hive-office", "type", "--home", str(office.home), "jim", "hello office")
+        wait_for(lambda: office.models["jim"].scenario.done, "jim's scripted turn", timeout=60)
+        wait_for(lambda: office.registry()["jim"]["status"] == "idle", "jim idle", timeout=60)
+        for agent in AGENTS:
+            assert office.models[agent].main_requests, f"{agent} made no request"
+
+        def settled() -> bool:
+            usage = roster_usage(office)
+            return all(
+                usage.get(a) and usage[a]["tokens"] == reported(office.models[a]) for a in AGENTS
+            )
+
+        wait_for(settled, "the roster's sums to match the API's usage", timeout=60)
+        usage = roster_usage(office)
+        for agent in AGENTS:
+            assert usage[agent]["cost"] == pytest.approx(list_price_cost(office.models[agent]))
+            assert usage[agent]["unpriced"] == []
+        result = office.run("hive-office", "cost", "--home", str(office.home), "--json")
+        rows = json.loads(result.stdout)["rows"]
+        assert {a: rows[a]["tokens"] for a in AGENTS} == {
+            a: reported(office.models[a]) for a in AGENTS
+        }
+        result = office.run(
+            "hive-office", "cost", "--home", str(office.home), "--by", "task", "--json"
+        )
+        tasks = json.loads(result.stdout)["rows"]
+        assert {t: row["tokens"] for t, row in tasks.items()} == {
+            "t1": reported(office.models["jim"])
+        }
+        text = office.run("hive-office", "cost", "--home", str(office.home), "--by", "day").stdout
+        assert "total" in text and "No price for" not in text, text
+        # The sums held although the transcript repeats a message (one line per block).
+        ids = [
+            line["message"]["id"]
+            for path in (root / "claude" / "projects").glob("*/*.jsonl")
+            for line in map(json.loads, path.read_text().splitlines())
+            if line.get("type") == "assistant"
+        ]
+        assert len(ids) > len(set(ids)), ids
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        office.close()
+        shutil.rmtree(root, ignore_errors=True)
