@@ -26,6 +26,16 @@ manager = "michael"      # the manager ("god") agent: runs the floor, the person
 hop_cap = 8              # a reply chain longer than this goes to the manager instead
 stop_block_cap = 3       # at most this many Stop blocks in a row to drain mail
 prefix_key = "ctrl+]"    # the app's prefix key (then ? lists the commands)
+stall_after_s = 300      # a working agent silent (no hook, no output) this long is stalled
+notify = "desktop"       # when an agent needs you: desktop (BEL + notification) | bell | off
+permission_tell_after_s = 120  # a permission prompt open this long is told to the manager
+# injection_patterns = ["..."]  # regexes flagged as injected instructions (replaces the defaults)
+# worktree_setup = "cp \"$HIVE_REPO/.env\" ."  # run once in each new agent worktree
+# ci_logs_max_age_days = 30  # `hive ci-logs`: cached CI runs older than this are deleted
+# ci_logs_max_mb = 500       # ... and the oldest while the cache holds more than this
+# manager_watch = "digest"   # the manager's digest of the floor's traffic: digest | off
+# manager_digest_every_s = 900        # ... how often (only when there is news)
+# manager_digest_open_after_s = 1800  # ... a request unanswered this long is listed
 
 [[agents]]
 id = "michael"
@@ -55,6 +65,14 @@ role = "Research: looks things up on the web for the team"
 provider = "claude"
 cwd = "~"
 web = true
+
+# The estimated cost uses list prices in USD per million tokens (hive_core/cost.py);
+# override or add a model family here (a key left out keeps the built-in price):
+# [prices."claude-sonnet-4"]
+# input = 3.0
+# output = 15.0
+# cache_write = 3.75
+# cache_read = 0.30
 """
 
 
@@ -128,6 +146,61 @@ def check_office(config: OfficeConfig) -> list[Problem]:
         problems.append(
             ("office", None, "stop_block_cap", "office.stop_block_cap must be 0 or more.")
         )
+    for key in (
+        "ci_logs_max_age_days",
+        "ci_logs_max_mb",
+        "manager_digest_every_s",
+        "manager_digest_open_after_s",
+    ):
+        if not getattr(settings, key) > 0:
+            problems.append(("office", None, key, f"office.{key} must be more than 0."))
+    if not settings.stall_after_s > 0:
+        problems.append(
+            ("office", None, "stall_after_s", "office.stall_after_s must be more than 0 seconds.")
+        )
+    if not settings.permission_tell_after_s > 0:
+        problems.append(
+            (
+                "office",
+                None,
+                "permission_tell_after_s",
+                "office.permission_tell_after_s must be more than 0 seconds.",
+            )
+        )
+    if not settings.worktree_check_s > 0:
+        problems.append(
+            (
+                "office",
+                None,
+                "worktree_check_s",
+                "office.worktree_check_s must be more than 0 seconds.",
+            )
+        )
+    for key in ("memory_retention_days", "memory_retention_mb"):
+        value = getattr(settings, key)
+        if value is not None and not value > 0:
+            problems.append(
+                (
+                    "office",
+                    None,
+                    key,
+                    f"office.{key} must be more than 0 (leave it out to keep all).",
+                )
+            )
+    if settings.injection_patterns:
+        # Here, not at the top: every mail verb loads office.toml, and the search's
+        # module (base64, unicodedata) is only needed when an office sets its own list.
+        from hive_core.routing.trust import pattern_problem
+
+        for pattern in settings.injection_patterns:
+            if (why := pattern_problem(pattern)) is not None:
+                problems.append(("office", None, "injection_patterns", why))
+    for family, price in config.prices.items():
+        for key, value in msgspec.structs.asdict(price).items():
+            if value is not None and not value >= 0:
+                problems.append(
+                    ("prices", None, None, f'prices."{family}".{key} must be 0 or more (USD).')
+                )
     if not config.agents:
         problems.append(
             ("agents", None, None, "no [[agents]] in the roster; add at least the manager.")

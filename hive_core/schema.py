@@ -68,6 +68,10 @@ class HopRecord(msgspec.Struct, kw_only=True):
     hops: int
     conversation: str
     task: str | None = None
+    # Who sent it and to what address: whom a web-enabled agent may answer (the sender
+    # of a message addressed to it). None in records written before they were kept.
+    sender: str | None = None
+    to: str | None = None
 
 
 class Message(msgspec.Struct, kw_only=True):
@@ -86,6 +90,11 @@ class Message(msgspec.Struct, kw_only=True):
     requires_reply: bool = False
     needs_human: bool = False
     created_at: str
+    # "web": its sender reads the web (office.toml `web = true`). Set by the router, never
+    # taken from the sender; readers show such mail as material, not instructions.
+    origin: Literal["web"] | None = None
+    # Why the router thinks its text carries injected instructions (the manager was told).
+    injection: str | None = None
 
 
 # --- office.toml ----------------------------------------------------------------------
@@ -103,6 +112,38 @@ class OfficeSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # How notes are folded into memory.md: by the agent's own CLI (one model call with
     # no tools, falling back to the rule) or only by the rule (no model calls).
     memory_tidy: Literal["cli", "rule"] = "cli"
+    # Retention of agents' notes and memory archive (hive_core/memory/retention.py): drop
+    # pieces older than this many days, and the oldest while an agent's notes and archive
+    # hold more than this many MB. None (the default): kept for ever.
+    memory_retention_days: float | None = None
+    memory_retention_mb: float | None = None
+    # Regular expressions that make routed text look like injected instructions (flagged
+    # to the manager); None: the defaults in routing/trust.py. A list replaces them.
+    injection_patterns: list[str] | None = None
+    # A working agent with neither a hook event nor pane output for this long is shown
+    # stalled (hive_core/status.py).
+    stall_after_s: float = 300.0
+    # How the app tells the person an agent needs them: BEL and a desktop notification
+    # (OSC 9 and 777), BEL only, or nothing (hive_core/notify.py).
+    notify: Literal["desktop", "bell", "off"] = "desktop"
+    # A permission prompt open this long is told to the manager once (to the person when
+    # the manager is the one asking; hive_core/escalations.py).
+    permission_tell_after_s: float = 120.0
+    # A shell command run once in each new agent worktree (copy `.env`, install);
+    # hive_core/worktrees.py.
+    worktree_setup: str | None = None
+    # How often the agents' branches are compared for files two of them change.
+    worktree_check_s: float = 30.0
+    # The CI-log cache (hive_core/ci_logs.py): a cached run older than this many days,
+    # or the oldest runs while the cache holds more than this many MB, are deleted with
+    # their memory entries by the office's sweep.
+    ci_logs_max_age_days: float = 30.0
+    ci_logs_max_mb: float = 500.0
+    # The manager's floor view (hive_core/digest.py): a periodic digest of the peers'
+    # traffic (counts per pair, requests waiting longer than `..._open_after_s`), or off.
+    manager_watch: Literal["digest", "off"] = "digest"
+    manager_digest_every_s: float = 900.0
+    manager_digest_open_after_s: float = 1800.0
 
 
 class AgentSpec(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -117,16 +158,47 @@ class AgentSpec(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     send_only: bool = False
     archived: bool = False
     model: str | None = None
+    # Its own git worktree and branch; None: yes for a non-manager whose cwd is in a
+    # git repository (hive_core/worktree_plan.py).
+    worktree: bool | None = None
+
+
+class ModelPrice(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """USD per million tokens (office.toml `[prices."<model family>"]`); a key left out
+    keeps the built-in price (hive_core/cost.py)."""
+
+    input: float | None = None
+    output: float | None = None
+    cache_write: float | None = None
+    cache_read: float | None = None
 
 
 class OfficeConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     office: OfficeSettings = msgspec.field(default_factory=OfficeSettings)
     agents: list[AgentSpec] = []
+    prices: dict[str, ModelPrice] = {}
 
 
 # --- registry.json --------------------------------------------------------------------
 
-Status = Literal["offline", "idle", "working", "waiting", "exited", "archived"]
+# `running`: a hookless agent's process is alive (no hook events say more about it).
+Status = Literal["offline", "running", "idle", "working", "waiting", "exited", "archived"]
+# The explained state (hive_core/status.py decides it, with a sentence of why): `status`
+# says what the hooks and the process say; this says what the person should make of it.
+StatusKind = Literal[
+    "working",
+    "waiting",
+    "idle",
+    "idle_unread",
+    "stalled",
+    "rate_limited",
+    "exited",
+    "paused",
+    "halted",
+    "running",
+    "offline",
+    "archived",
+]
 
 
 class RegistryEntry(msgspec.Struct, kw_only=True):
@@ -143,6 +215,10 @@ class RegistryEntry(msgspec.Struct, kw_only=True):
     last_tool: str | None = None
     last_seen: str | None = None
     pid: int | None = None
+    # The explained state, one sentence of why, and the signals it was read from.
+    state: StatusKind | None = None
+    why: str | None = None
+    evidence: str | None = None
 
 
 class Registry(msgspec.Struct, kw_only=True):
@@ -202,6 +278,12 @@ class Task(msgspec.Struct, kw_only=True):
     priority: int = 2
     questions: list[TaskQuestion] = []
     result: str | None = None
+    # How many times it has been given out: 1, and one more for each `hive task retry`.
+    attempts: int = 1
+    # Where its worker got to (`hive task checkpoint`): what a retry starts from.
+    checkpoint: str | None = None
+    checkpoint_by: str | None = None
+    checkpoint_at: str | None = None
     created_at: str
     updated_at: str
 
@@ -264,6 +346,8 @@ ControlCommand = Literal[
     "answer",
     "escalations",
     "status",
+    "why",
+    "hire",
     "whoami",
 ]
 
@@ -277,6 +361,12 @@ class ControlRequest(msgspec.Struct, kw_only=True):
     message: str | None = None
     # whoami: the secret the caller's environment holds (HIVE_SECRET).
     secret: str | None = None
+    # hire: the new agent's entry (`agent` is its id); checked as office.toml is
+    # (hive_core/hire.py), so the provider is any text here.
+    name: str = ""
+    role: str = ""
+    provider: str = ""
+    web: bool = False
 
 
 class ControlReply(msgspec.Struct, kw_only=True):

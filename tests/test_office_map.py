@@ -128,6 +128,7 @@ def test_too_small_falls_back_to_one_line_per_agent() -> None:
         ("working", None, Station(Place.DESK, "thinking")),
         ("idle", "Edit", Station(Place.KITCHEN, "idle")),
         ("offline", None, Station(Place.KITCHEN, "idle")),
+        ("running", None, Station(Place.DESK, "running")),
         ("waiting", "Bash", Station(Place.DESK, "waiting")),
         ("exited", "Read", Station(Place.DESK, "exited", greyed=True)),
     ],

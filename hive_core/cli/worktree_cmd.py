@@ -1,0 +1,222 @@
+"""The worktree verbs: `hive-office diff|merge|worktree remove` for the person, and
+`hive merge` for the manager. The git work is hive_core/worktrees.py."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import NoReturn
+
+import click
+
+from hive_core import mail
+from hive_core.cli.common import HOME_HELP, HiveError, click_home, home_option, open_caller
+from hive_core.config import ConfigError, load_office
+from hive_core.paths import HivePaths, resolve_home
+from hive_core.schema import HUMAN, Draft, OfficeConfig
+from hive_core.worktree_plan import FileStat
+from hive_core.worktrees import (
+    MergePlan,
+    WorktreeError,
+    apply_merge,
+    changed_files,
+    patch,
+    plan_merge,
+    record_for,
+    remove,
+)
+
+MERGE_HELP = """Merge AGENT's branch into the branch its worktree was made from.
+
+Only commits are merged: uncommitted work in the agent's worktree is named and left
+there. What will change is shown first and you are asked (--yes skips the question).
+A merge that would conflict changes nothing: the conflicting files are listed and
+mailed to the manager."""
+
+
+def _fail(message: str) -> NoReturn:
+    click.echo(f"hive-office: {message.rstrip('.')}.", err=True)
+    sys.exit(1)
+
+
+def _office(home: str | None) -> tuple[HivePaths, OfficeConfig]:
+    paths = HivePaths(resolve_home(home))
+    try:
+        return paths, load_office(paths.office_toml)
+    except ConfigError as e:
+        _fail(str(e))
+
+
+def render_stat(stats: list[FileStat]) -> str:
+    if not stats:
+        return "no changes."
+    width = min(max(len(s.path) for s in stats), 60)
+    lines = []
+    for s in stats:
+        counts = "binary" if s.binary else f"+{s.added} -{s.deleted}"
+        new = " (untracked)" if s.untracked else ""
+        lines.append(f" {s.path:<{width}} | {counts}{new}")
+    added = sum(s.added for s in stats)
+    deleted = sum(s.deleted for s in stats)
+    files = f"{len(stats)} file{'s' if len(stats) != 1 else ''}"
+    lines.append(f" {files} changed, +{added} -{deleted}")
+    return "\n".join(lines)
+
+
+def render_plan(plan: MergePlan) -> str:
+    record = plan.record
+    commits = f"{plan.ahead} commit{'s' if plan.ahead != 1 else ''}"
+    lines = [f"{record.branch} -> {record.base_branch} ({commits}):", render_stat(plan.files)]
+    if plan.uncommitted:
+        lines.append(_uncommitted(plan))
+    return "\n".join(lines)
+
+
+def _uncommitted(plan: MergePlan) -> str:
+    left = plan.uncommitted
+    shown = ", ".join(left[:5]) + (f" and {len(left) - 5} more" if len(left) > 5 else "")
+    return (
+        f"Not merged: {len(left)} uncommitted file{'s' if len(left) != 1 else ''} in "
+        f"{plan.record.path} ({shown}); commit them there to include them."
+    )
+
+
+def conflict_text(plan: MergePlan) -> str:
+    record = plan.record
+    files = "\n".join(f"  {p}" for p in plan.check.conflicts)
+    return (
+        f"{record.branch} does not merge cleanly into {record.base_branch}; nothing was "
+        f"changed. Conflicting files:\n{files}\n"
+        f"Have {record.agent} merge {record.base_branch} into its branch and resolve "
+        "them, then merge again."
+    )
+
+
+def run_merge(
+    plan: MergePlan,
+    *,
+    ask: Callable[[str], bool],
+    echo: Callable[[str], None],
+    tell_manager: Callable[[str, str], None] | None,
+    dry_run: bool = False,
+) -> int:
+    """The merge verbs' shared course; the exit code."""
+    record = plan.record
+    if not plan.check.clean:
+        text = conflict_text(plan)
+        echo(text)
+        if tell_manager is not None:
+            tell_manager(f"{record.agent}'s branch conflicts with {record.base_branch}", text)
+        return 1
+    if plan.ahead == 0:
+        echo(f"nothing to merge: {record.branch} has no commit {record.base_branch} lacks.")
+        if plan.uncommitted:
+            echo(_uncommitted(plan))
+        return 0
+    echo(render_plan(plan))
+    if dry_run:
+        echo("dry run: nothing merged.")
+        return 0
+    if not ask(f"Merge into {record.base_branch}?"):
+        echo("not merged.")
+        return 1
+    echo(apply_merge(plan))
+    return 0
+
+
+def _mail_manager(paths: HivePaths, config: OfficeConfig) -> Callable[[str, str], None]:
+    def tell(subject: str, body: str) -> None:
+        draft = Draft(to=config.office.manager, subject=subject, body=body)
+        try:
+            mail.send(paths, config, HUMAN, draft)
+        except (mail.DraftRefused, OSError) as e:
+            click.echo(f"(the manager could not be told: {e})", err=True)
+
+    return tell
+
+
+@click.command("diff")
+@click.option("--home", metavar="DIR", help=HOME_HELP)
+@click.option("--stat", is_flag=True, help="Files with +/- line counts only.")
+@click.argument("agent")
+@click.pass_context
+def diff_command(ctx: click.Context, home: str | None, stat: bool, agent: str) -> None:
+    """AGENT's changes against its base: committed, uncommitted and untracked (as new)."""
+    paths, _config = _office(home or ctx.obj["home"])
+    try:
+        record = record_for(paths, agent)
+        click.echo(render_stat(changed_files(record)) if stat else patch(record), nl=stat)
+    except WorktreeError as e:
+        _fail(str(e))
+
+
+@click.command("merge", help=MERGE_HELP)
+@click.option("--home", metavar="DIR", help=HOME_HELP)
+@click.option("--yes", is_flag=True, help="Do not ask (for scripts).")
+@click.argument("agent")
+@click.pass_context
+def merge_command(ctx: click.Context, home: str | None, yes: bool, agent: str) -> None:
+    paths, config = _office(home or ctx.obj["home"])
+    try:
+        code = run_merge(
+            plan_merge(paths, agent),
+            ask=lambda q: yes or click.confirm(q, default=False),
+            echo=click.echo,
+            tell_manager=_mail_manager(paths, config),
+        )
+    except WorktreeError as e:
+        _fail(str(e))
+    ctx.exit(code)
+
+
+@click.group("worktree")
+def worktree_group() -> None:
+    """The agents' git worktrees."""
+
+
+@worktree_group.command("remove")
+@click.option("--home", metavar="DIR", help=HOME_HELP)
+@click.argument("agent")
+@click.pass_context
+def remove_command(ctx: click.Context, home: str | None, agent: str) -> None:
+    """Remove AGENT's worktree folder (its branch stays). Refused while it holds
+    uncommitted work."""
+    root = ctx.find_root().obj or {}
+    paths, _config = _office(home or root.get("home"))
+    try:
+        click.echo(remove(paths, agent))
+    except WorktreeError as e:
+        _fail(str(e))
+
+
+OFFICE_COMMANDS = (diff_command, merge_command, worktree_group)
+
+
+@click.command("merge")
+@home_option
+@click.option("--dry-run", is_flag=True, help="Show what would be merged; change nothing.")
+@click.argument("agent")
+def hive_merge(agent: str, dry_run: bool) -> None:
+    """(manager only) Merge AGENT's branch into its base, if it merges cleanly.
+
+    Only commits are merged: uncommitted work in the agent's worktree is named and left
+    there. On a conflict nothing changes and the files are listed."""
+    caller = open_caller(click_home(), proof=True)
+    if caller.who not in (caller.manager, HUMAN):
+        raise HiveError(
+            f"only the manager ({caller.manager}) merges branches; ask it: "
+            f"`hive send --to {caller.manager} --act request --subject 'merge {agent}' ...`."
+        )
+    try:
+        code = run_merge(
+            plan_merge(caller.paths, agent),
+            ask=lambda _q: True,
+            echo=click.echo,
+            tell_manager=None
+            if caller.who == caller.manager
+            else _mail_manager(caller.paths, caller.config),
+            dry_run=dry_run,
+        )
+    except WorktreeError as e:
+        raise HiveError(f"{str(e).rstrip('.')}.") from None
+    click.get_current_context().exit(code)

@@ -1,0 +1,238 @@
+"""Agents' git worktrees, the pure part: who gets one, its branch, and what git's
+output says (changed files, hunks, a merge check, the worktree list, overlaps between
+agents). hive_core/worktrees.py runs git and hands its output here; the app's Diff
+panel reads the same structs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Mapping
+
+import msgspec
+
+from hive_core.schema import AgentSpec
+
+# Where git puts `<agent>`: under the office's own namespace, so two offices using one
+# repository (same office name or not) never fight over a branch.
+BRANCH_PREFIX = "hive"
+
+
+class WorktreeRecord(msgspec.Struct, kw_only=True):
+    """run/worktrees/<agent>.json: what the office made, and from what."""
+
+    agent: str
+    repo: str  # the repository's top folder (the person's checkout)
+    path: str  # the worktree's folder
+    branch: str
+    base_branch: str | None  # the branch it was made from; None: HEAD was detached
+    base_commit: str  # the commit it was made from
+    subdir: str = ""  # where in the repository the agent's cwd was ("" = the top)
+    created: str = ""
+
+
+class SetupMarker(msgspec.Struct, kw_only=True):
+    """run/worktrees/<agent>.setup.json: worktree_setup ran (once) and how it went."""
+
+    ok: bool
+    detail: str
+    ts: str
+
+
+class FileStat(msgspec.Struct, frozen=True):
+    path: str
+    added: int  # 0 for a binary file
+    deleted: int
+    binary: bool = False
+    untracked: bool = False
+
+
+class Hunk(msgspec.Struct, frozen=True):
+    header: str  # the `@@ -a,b +c,d @@ ...` line
+    lines: list[str]  # each starts with ' ', '+', '-' or '\\'
+
+
+class FilePatch(msgspec.Struct, frozen=True):
+    path: str
+    hunks: list[Hunk]
+    binary: bool = False
+    untracked: bool = False  # set by the caller, which knows (git's text does not say)
+
+
+class MergeCheck(msgspec.Struct, frozen=True):
+    clean: bool
+    tree: str  # the merged tree's id (git merge-tree --write-tree)
+    conflicts: list[str]
+
+
+class Overlap(msgspec.Struct, frozen=True, order=True):
+    """Two agents' branches touch one file."""
+
+    path: str
+    first: str
+    second: str
+
+
+def wants_worktree(spec: AgentSpec, manager: str) -> bool:
+    """Whether the roster asks for a worktree (the repository check comes later): said
+    explicitly, or by default for everyone but the manager, who runs the floor from
+    the person's checkout."""
+    if spec.worktree is not None:
+        return spec.worktree
+    return spec.id != manager
+
+
+def office_slug(office_name: str, home: str) -> str:
+    """The office's part of a branch name: its name made ref-safe, and a short id of its
+    home so two offices with one name differ."""
+    name = re.sub(r"[^a-z0-9]+", "-", office_name.lower()).strip("-")[:24] or "office"
+    return f"{name}-{hashlib.sha1(home.encode()).hexdigest()[:6]}"
+
+
+def branch_name(office_name: str, home: str, agent_id: str) -> str:
+    return f"{BRANCH_PREFIX}/{office_slug(office_name, home)}/{agent_id}"
+
+
+def parse_numstat(out: bytes) -> list[FileStat]:
+    """`git diff --numstat -z --no-renames` output: `added\\tdeleted\\tpath\\0` each;
+    `-\\t-\\t` for a binary file."""
+    stats: list[FileStat] = []
+    for record in out.split(b"\0"):
+        if not record:
+            continue
+        added, deleted, path = record.split(b"\t", 2)
+        name = path.decode("utf-8", "surrogateescape")
+        if added == b"-":
+            stats.append(FileStat(name, 0, 0, binary=True))
+        else:
+            stats.append(FileStat(name, int(added), int(deleted)))
+    return stats
+
+
+# How much of an untracked file is looked at to count its lines.
+UNTRACKED_READ_MAX = 8 << 20
+
+
+def untracked_stat(path: str, head: bytes) -> FileStat:
+    """An untracked file counted as new, from its first UNTRACKED_READ_MAX bytes (a NUL
+    in them makes it binary, as git decides)."""
+    if b"\0" in head[:8000]:
+        return FileStat(path, 0, 0, binary=True, untracked=True)
+    lines = head.count(b"\n") + (1 if head and not head.endswith(b"\n") else 0)
+    return FileStat(path, lines, 0, untracked=True)
+
+
+_DIFF_GIT = re.compile(r"^diff --git a/(.*) b/(.*)$")
+
+
+def parse_patch(text: str) -> list[FilePatch]:
+    """A unified diff (`git diff`, any number of files) as files of hunks. The path is
+    the new side's (the old one for a deletion)."""
+    files: list[FilePatch] = []
+    path: str | None = None
+    hunks: list[Hunk] = []
+    lines: list[str] = []
+    header: str | None = None
+    binary = False
+
+    def close_hunk() -> None:
+        nonlocal header, lines
+        if header is not None:
+            hunks.append(Hunk(header, lines))
+        header, lines = None, []
+
+    def close_file() -> None:
+        nonlocal path, hunks, binary
+        close_hunk()
+        if path is not None:
+            files.append(FilePatch(path, hunks, binary))
+        path, hunks, binary = None, [], False
+
+    for line in text.splitlines():
+        if line.startswith("diff --git "):
+            close_file()
+            match = _DIFF_GIT.match(line)
+            path = match.group(2) if match else line[len("diff --git ") :]
+        elif header is None and line.startswith("+++ "):
+            if line[4:] != "/dev/null":
+                path = line[6:] if line.startswith("+++ b/") else line[4:]
+        elif header is None and line.startswith("--- "):
+            continue
+        elif header is None and line.startswith("Binary files "):
+            binary = True
+        elif line.startswith("@@"):
+            close_hunk()
+            header = line
+        elif header is not None and line[:1] in (" ", "+", "-", "\\", ""):
+            lines.append(line)
+    close_file()
+    return files
+
+
+def stat_of(patch: FilePatch) -> FileStat:
+    """A file's +/- counts from its hunks (as `git diff --numstat` counts them)."""
+    added = sum(1 for h in patch.hunks for line in h.lines if line[:1] == "+")
+    deleted = sum(1 for h in patch.hunks for line in h.lines if line[:1] == "-")
+    return FileStat(patch.path, added, deleted, binary=patch.binary, untracked=patch.untracked)
+
+
+def parse_merge_tree(out: bytes, returncode: int) -> MergeCheck:
+    """`git merge-tree --write-tree --name-only --no-messages A B`: exit 0 and the tree
+    when clean; exit 1, the tree, then one conflicted file a line. Anything else is
+    git failing, which the caller reports."""
+    if returncode not in (0, 1):
+        raise ValueError(f"git merge-tree exited {returncode}")
+    text = out.decode("utf-8", "surrogateescape")
+    first, _, rest = text.partition("\n")
+    conflicts = [] if returncode == 0 else sorted({p for p in rest.split("\n") if p})
+    return MergeCheck(returncode == 0, first.strip(), conflicts)
+
+
+def parse_worktree_list(out: bytes) -> dict[str, str]:
+    """`git worktree list --porcelain -z`: branch name -> the folder it is checked out in."""
+    where: dict[str, str] = {}
+    folder: str | None = None
+    for field in out.decode("utf-8", "surrogateescape").split("\0"):
+        if field.startswith("worktree "):
+            folder = field[len("worktree ") :]
+        elif field.startswith("branch refs/heads/") and folder is not None:
+            where[field[len("branch refs/heads/") :]] = folder
+    return where
+
+
+def overlaps(changes: Mapping[str, Iterable[str]]) -> list[Overlap]:
+    """Every file two agents' branches both touch, once per pair (names in order)."""
+    holders: dict[str, list[str]] = {}
+    for agent_id in sorted(changes):
+        for path in set(changes[agent_id]):
+            holders.setdefault(path, []).append(agent_id)
+    found = [
+        Overlap(path, a, b)
+        for path, agents in holders.items()
+        for i, a in enumerate(agents)
+        for b in agents[i + 1 :]
+    ]
+    return sorted(found)
+
+
+def overlap_text(first: str, second: str, files: list[str], reader: str) -> tuple[str, str]:
+    """The subject and body of the one warning `reader` gets about the files the
+    branches of `first` and `second` both touch."""
+    named = ", ".join(files[:20]) + (f" and {len(files) - 20} more" if len(files) > 20 else "")
+    one = files[0] if len(files) == 1 else f"{len(files)} files"
+    if reader in (first, second):
+        other = second if reader == first else first
+        subject = f"{other} is also changing {one}"
+        body = (
+            f"Your branch and {other}'s both change {named}. Agree with {other} (or the "
+            "manager) who changes what before you go on, or the merge will conflict."
+        )
+    else:
+        subject = f"{first} and {second} both change {one}"
+        body = (
+            f"The branches of {first} and {second} both change {named}; each of them has "
+            "been told. Decide who owns what before they merge (`hive-office diff AGENT` "
+            "shows each one's changes)."
+        )
+    return subject, body
