@@ -90,7 +90,7 @@ ACTIONS: tuple[PersonAction, ...] = (
         "office",
         "Hire AGENT: a new agent joins the running office at once (written to office.toml, "
         "checked as office.toml is) and the manager is told.",
-        "{agent} is hired and starting; the manager was told.",
+        "{agent} is hired and on the floor; the manager was told.",
     ),
     PersonAction(
         "answer",

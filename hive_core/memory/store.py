@@ -251,6 +251,14 @@ def filter_predicate(filters: Filters) -> tuple[str, dict[str, str]]:
     return " AND ".join(clauses), params
 
 
+def tags_match(tags: Sequence[str]) -> str | None:
+    """An FTS5 expression on `tags` that every entry holding all of `tags` matches (each
+    tag a phrase of its words), to pick candidates by the word index; None when no tag
+    has a word in it. A superset: the exact test is `filter_predicate`'s."""
+    phrases = [_phrase(tag) for tag in tags if _WORD.search(tag)]
+    return "{tags} : (" + " AND ".join(phrases) + ")" if phrases else None
+
+
 def _hex_id(who: str) -> str:
     # Agent ids hold '-', a token separator: hex makes each reader one token. The q's
     # around it end the token in a letter the porter stemmer strips from no suffix, so
@@ -323,7 +331,9 @@ CREATE TABLE entries(
     UNIQUE (source, external_id)
 );
 CREATE INDEX entries_path ON entries(path);
-CREATE INDEX entries_updated ON entries(updated_at);
+CREATE INDEX entries_owner ON entries(owner, updated_at);
+CREATE INDEX entries_external ON entries(external_id);
+CREATE INDEX entries_source ON entries(source, updated_at);
 CREATE VIRTUAL TABLE words USING fts5(
     text, tags, acl, content='entries', content_rowid='rid',
     tokenize='porter unicode61 remove_diacritics 2');
@@ -783,7 +793,9 @@ class MemoryStore:
         narrow, narrow_params = filter_predicate(filters)
         terms = query_terms(query)
         if not terms:
-            return [] if filters.empty else self._listing(who, scope, limit, narrow, narrow_params)
+            if filters.empty:
+                return []
+            return self._listing(who, scope, limit, filters, narrow, narrow_params)
         return self._search(terms, query, who, scope, limit, mode, narrow, narrow_params)
 
     @staticmethod
@@ -796,13 +808,33 @@ class MemoryStore:
 
     @_serialised
     def _listing(
-        self, who: str, scope: SearchScope, limit: int, narrow: str, narrow_params: dict[str, str]
+        self,
+        who: str,
+        scope: SearchScope,
+        limit: int,
+        filters: Filters,
+        narrow: str,
+        narrow_params: dict[str, str],
     ) -> list[Hit]:
-        where, _ = self._where(who, scope, narrow)
+        where, acl = self._where(who, scope, narrow)
+        params: dict[str, str | int] = {
+            "caller": who,
+            "member": f",{who},",
+            "limit": limit,
+            **narrow_params,
+        }
+        if acl is not None:
+            # Redundant, for the index: every row an agent may read is its own or the
+            # office's (a copy of mail is owned by the mailbox it sits in).
+            where += " AND e.owner IN (:caller, 'office')"
+        if (match := tags_match(filters.tags)) is not None:
+            # Tagged rows come from the word index, not from a walk of every row.
+            where += " AND e.rid IN (SELECT rowid FROM words WHERE words MATCH :f_match)"
+            params["f_match"] = match if acl is None else f"{match} AND {acl}"
         rows = self._db.execute(
             f"SELECT {_COLUMNS} FROM entries e WHERE {where} "
             "ORDER BY e.updated_at DESC, e.id LIMIT :limit",
-            {"caller": who, "member": f",{who},", "limit": limit, **narrow_params},
+            params,
         )
         return [Hit(id=row["id"], score=0.0, entry=_entry(row)) for row in rows]
 

@@ -19,7 +19,7 @@ from hive_core.committer import Committer
 from hive_core.control import refused
 from hive_core.events.plane import EventPlane
 from hive_core.fsio import ensure_dir
-from hive_core.hire import HireRefused, hire_into, new_spec
+from hive_core.hire import HireRefused, hire_into, new_spec, on_the_roster
 from hive_core.ids import utc_now_iso
 from hive_core.mail import (
     BadMessage,
@@ -309,7 +309,7 @@ class PersonActions:
                 cwd=manager.spec.cwd if manager else "~",
             )
             if spec.id in self.states:
-                raise HireRefused(f"{spec.id} is already on the roster; pick another id.")
+                raise on_the_roster(spec.id)
             hire_into(self.paths.office_toml, spec)
         except HireRefused as e:
             return str(e)
