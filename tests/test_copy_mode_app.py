@@ -22,7 +22,7 @@ from hive_core.paths import HivePaths
 from hive_tui.app import HiveApp
 from hive_tui.terminal.pane import TerminalPane
 from tests.test_app import until
-from tests.tmux_support import PREFIX_KEY, TMUX, TmuxOffice, row_text, wait_for
+from tests.tmux_support import PREFIX_KEY, TmuxOffice, row_text, wait_for
 
 PREFIX = "ctrl+right_square_bracket"
 # Known lines, then `cat`: the agent keeps running and prints nothing more by itself.
@@ -143,8 +143,6 @@ async def test_copy_mode_on_an_exited_agent_and_in_the_grid(app: HiveApp) -> Non
 
 @pytest.fixture
 def tmux_office() -> Iterator[TmuxOffice]:
-    if TMUX is None:
-        pytest.skip("tmux is not installed")
     root = Path(tempfile.mkdtemp(prefix="hive-copy-tmux-", dir="/tmp"))
     office = TmuxOffice(root, cols=120, rows=36)
     try:
