@@ -32,6 +32,8 @@ from hive_core.wake import QUIET_SUFFIX
 # A digest lists at most this many waiting requests (the oldest); the rest are counted.
 OPEN_SHOWN = 20
 SUBJECT_SHOWN = 60
+# Requests remembered as waiting, newest kept: a long-running office forgets the oldest.
+WAITING_MAX = 2000
 
 
 @dataclass(frozen=True)
@@ -86,18 +88,24 @@ def fold(watch: FloorWatch, routed: Iterable[Routed], peers: frozenset[str]) -> 
     and the office's are not the team talking."""
     counts = dict(watch.counts)
     waiting = dict(watch.waiting)
+    threads: dict[str, list[str]] = {}
+    for wid, asked in waiting.items():
+        threads.setdefault(asked.conversation, []).append(wid)
     for message in routed:
         if message.sender not in peers:
             continue
         # An answer is mail in the same thread from someone it asked.
-        for wid, asked in list(waiting.items()):
-            if asked.conversation == message.conversation and message.sender in asked.recipients:
+        for wid in threads.get(message.conversation, []):
+            if wid in waiting and message.sender in waiting[wid].recipients:
                 del waiting[wid]
         to = tuple(r for r in message.recipients if r in peers and r != message.sender)
         for recipient in to:
             counts[(message.sender, recipient)] = counts.get((message.sender, recipient), 0) + 1
         if to and message.act in REPLY_OBLIGING_ACTS:
             waiting[message.id] = replace(message, recipients=to)
+            threads.setdefault(message.conversation, []).append(message.id)
+    if len(waiting) > WAITING_MAX:
+        waiting = dict(sorted(waiting.items(), key=lambda kv: kv[1].at)[-WAITING_MAX:])
     return FloorWatch(counts=counts, waiting=waiting, reported=watch.reported & waiting.keys())
 
 

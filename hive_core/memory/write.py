@@ -167,6 +167,8 @@ def refusal(entry: Entry, who: str, manager: str) -> str | None:
 
 
 def changeable(paths: HivePaths, store: MemoryStore, entry_id: str, by: str) -> Entry:
+    """The entry `by` may forget or edit; NotFound or NotAllowed (saying why) otherwise.
+    For the CLI to check before an editor shows an entry's text."""
     entry = store.lookup(entry_id)
     if entry is None:
         raise NotFound(f"no memory entry {entry_id!r}. `hive memory search` shows entry ids.")
