@@ -37,7 +37,7 @@ from hive_core.scripted_model import (
     turn,
     user_says,
 )
-from hive_tui.terminal.emulator import GhosttyEmulator
+from hive_core.terminal.emulator import GhosttyEmulator
 from hive_tui.terminal.pane import TerminalPane
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -39,7 +39,7 @@ from bench_app import BIN, quit_app, read_until, spawn
 from bench_route import bench_burst
 from figures import figure
 
-from hive_tui.terminal.emulator import GhosttyEmulator
+from hive_core.terminal.emulator import GhosttyEmulator
 
 ROWS, COLS = 48, 160
 FRAME_TARGET_S = 0.8

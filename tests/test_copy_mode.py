@@ -4,6 +4,7 @@ the real emulator."""
 
 from __future__ import annotations
 
+from hive_core.terminal.emulator import GhosttyEmulator
 from hive_tui.terminal.copy_mode import (
     CopyState,
     FrozenLines,
@@ -21,7 +22,6 @@ from hive_tui.terminal.copy_mode import (
     scroll,
     selected_text,
 )
-from hive_tui.terminal.emulator import GhosttyEmulator
 
 WIDTH = 20
 

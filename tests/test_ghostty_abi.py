@@ -16,7 +16,7 @@ PROBE = """
 import sys
 
 import pytest
-import hive_tui.terminal.emulator as emulator
+import hive_core.terminal.emulator as emulator
 e = emulator.GhosttyEmulator(2, 12)
 e.feed("hi \\x1b[1mthere".encode())
 print("".join(run.text for run in e.line(0)).rstrip())

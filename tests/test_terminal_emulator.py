@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hive_tui.terminal.emulator import (
+from hive_core.terminal.emulator import (
     ALL,
     DEFAULT,
     Attrs,

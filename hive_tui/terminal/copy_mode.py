@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 import msgspec
 
 if TYPE_CHECKING:
-    from hive_tui.terminal.emulator import Run
+    from hive_core.terminal.emulator import Run
 
 Line = tuple[str, ...]
 """One entry per cell: its text, or "" for the right half of a wide character."""

@@ -36,8 +36,7 @@ from textual.strip import Strip
 from textual.timer import Timer
 from textual.widget import Widget
 
-from hive_tui.terminal import copy_mode
-from hive_tui.terminal.emulator import (
+from hive_core.terminal.emulator import (
     Attrs,
     Color,
     Cursor,
@@ -47,6 +46,7 @@ from hive_tui.terminal.emulator import (
     Run,
     Underline,
 )
+from hive_tui.terminal import copy_mode
 from hive_tui.terminal.keys import encode_key
 
 # 60 Hz: typing echo within a frame, and never more paints than the screen can show.
@@ -238,6 +238,19 @@ class TerminalPane(Widget):
         replies = self.emulator.take_replies()
         if replies:
             self.post_message(self.Input(self.agent_id, replies, by_person=False))
+        if self._frame is not None:
+            self._frame.resume()
+
+    def restore(self, snapshot: bytes) -> None:
+        """The office's copy of this terminal (`Emulator.snapshot`, at the pty's size):
+        it replaces what the pane had; then the pane's own size applies again."""
+        self.emulator.restore(snapshot)
+        self._strips.clear()
+        self._history.clear()
+        self.scroll_back = min(self.scroll_back, self.emulator.history_size)
+        if self._pty_size is not None and not self._exited:
+            self._fit_emulator(*self._pty_size)
+        self.refresh()
         if self._frame is not None:
             self._frame.resume()
 

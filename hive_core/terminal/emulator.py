@@ -21,7 +21,7 @@ from __future__ import annotations
 import enum
 from typing import Any, Literal, NamedTuple, Protocol
 
-from hive_tui.terminal.ghostty_abi import ffi, lib
+from hive_core.terminal.ghostty_abi import ffi, lib
 
 Color = int | tuple[int, int, int] | None
 """None (the terminal's default), a 0-255 palette index, or 24-bit (r, g, b)."""
@@ -137,6 +137,11 @@ class Emulator(Protocol):
 
     @property
     def title(self) -> str: ...
+    def snapshot(self) -> bytes:
+        """The whole state, for `restore` (an office sends it to an attaching client)."""
+        ...
+
+    def restore(self, snapshot: bytes) -> None: ...
     def take_replies(self) -> bytes:
         """What the terminal answered to the child's queries (device attributes, cursor
         reports, ...) since the last call: write it to the pty."""
@@ -196,23 +201,14 @@ class GhosttyEmulator:
         handle = ffi.new("GhosttyTerminal*")
         _check(lib.ghostty_terminal_new(ffi.NULL, handle, cols, rows), "terminal_new")
         self._t = handle[0]
-        self._set(lib.GHOSTTY_TERMINAL_OPT_SCROLLBACK_MAX_LINES, ffi.new("size_t*", scrollback))
-        # The library also caps history by bytes, at 10 kB by default: ~450 rows at 160
-        # columns whatever the line limit says. About 1.3 kB a row at 160 columns.
-        self._set(
-            lib.GHOSTTY_TERMINAL_OPT_SCROLLBACK_MAX_BYTES, ffi.new("size_t*", SCROLLBACK_BYTES)
-        )
-        self._set(
-            lib.GHOSTTY_TERMINAL_OPT_DEFAULT_CURSOR_STYLE,
-            ffi.new("GhosttyTerminalCursorStyle*", lib.GHOSTTY_TERMINAL_CURSOR_STYLE_BLOCK_HOLLOW),
-        )
+        self._scrollback = scrollback
         self._replies: list[bytes] = []
         # Kept referenced: cffi frees a callback whose Python object is collected.
         self._reply_cb = ffi.callback(
             "GhosttyTerminalWritePtyFn",
             lambda _t, _u, data, n: self._replies.append(ffi.buffer(data, n)[:]),
         )
-        self._set(lib.GHOSTTY_TERMINAL_OPT_WRITE_PTY, self._reply_cb)
+        self._configure()
 
         state = ffi.new("GhosttyRenderState*")
         _check(lib.ghostty_render_state_new(ffi.NULL, state), "render_state_new")
@@ -267,6 +263,22 @@ class GhosttyEmulator:
             lib.ghostty_terminal_free(self._t)
             self._t = None
 
+    def _configure(self) -> None:
+        """What this program sets on a terminal (a snapshot does not carry it)."""
+        self._set(
+            lib.GHOSTTY_TERMINAL_OPT_SCROLLBACK_MAX_LINES, ffi.new("size_t*", self._scrollback)
+        )
+        # The library also caps history by bytes, at 10 kB by default: ~450 rows at 160
+        # columns whatever the line limit says. About 1.3 kB a row at 160 columns.
+        self._set(
+            lib.GHOSTTY_TERMINAL_OPT_SCROLLBACK_MAX_BYTES, ffi.new("size_t*", SCROLLBACK_BYTES)
+        )
+        self._set(
+            lib.GHOSTTY_TERMINAL_OPT_DEFAULT_CURSOR_STYLE,
+            ffi.new("GhosttyTerminalCursorStyle*", lib.GHOSTTY_TERMINAL_CURSOR_STYLE_BLOCK_HOLLOW),
+        )
+        self._set(lib.GHOSTTY_TERMINAL_OPT_WRITE_PTY, self._reply_cb)
+
     def _set(self, option: int, value: Any) -> None:
         _check(lib.ghostty_terminal_set(self._t, option, value), f"terminal_set {option}")
 
@@ -297,6 +309,41 @@ class GhosttyEmulator:
     def take_replies(self) -> bytes:
         replies, self._replies = b"".join(self._replies), []
         return replies
+
+    # --- the whole state, for a client attaching to the office -----------------------
+
+    def snapshot(self) -> bytes:
+        """Everything this terminal holds, in libghostty-vt's own snapshot encoding:
+        both screens (the primary one with its history also while the alternate one is
+        shown), the cursor and its shape, the modes, the scrolling region, tab stops,
+        charsets, the palette and the title. `restore` gives it back exactly."""
+        ptr = ffi.new("uint8_t**")
+        _check(lib.ghostty_snapshot_encode_alloc(self._t, ffi.NULL, ptr, self._n), "snapshot")
+        try:
+            return ffi.buffer(ptr[0], self._n[0])[:]
+        finally:
+            lib.ghostty_free(ffi.NULL, ptr[0], self._n[0])
+
+    def restore(self, snapshot: bytes) -> None:
+        """Become the terminal `snapshot` describes (its size included); what this one
+        held is dropped and every row is dirty. Raises ValueError for bytes that are not
+        a snapshot this library version can read."""
+        decoder = ffi.new("GhosttySnapshotDecoder*")
+        if lib.ghostty_snapshot_decoder_new_buf(ffi.NULL, decoder, snapshot, len(snapshot)):
+            raise ValueError("not a terminal snapshot")
+        handle = ffi.new("GhosttyTerminal*")
+        try:
+            result = lib.ghostty_snapshot_decoder_decode(decoder[0], handle)
+        finally:
+            lib.ghostty_snapshot_decoder_free(decoder[0])
+        if result != lib.GHOSTTY_SUCCESS:
+            raise ValueError(f"a terminal snapshot libghostty-vt cannot read ({result})")
+        lib.ghostty_terminal_free(self._t)
+        self._t = handle[0]
+        self._configure()
+        self._replies.clear()
+        self._stale = True
+        self._resized = True
 
     # --- state -----------------------------------------------------------------------
 

@@ -1,0 +1,1 @@
+"""The office as a server: the client protocol, the screens it keeps, the socket."""
