@@ -65,6 +65,9 @@ def quit_app(proc: ptyprocess.PtyProcess) -> None:
     proc.write(b"\x1d")
     time.sleep(0.2)
     proc.write(b"q")
+    # The app is a client of an office in the background (issue 11): q asks, s stops it.
+    time.sleep(0.2)
+    proc.write(b"s")
     deadline = time.monotonic() + 30
     while proc.isalive() and time.monotonic() < deadline:
         if select.select([proc.fd], [], [], 0.2)[0]:

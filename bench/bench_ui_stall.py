@@ -125,7 +125,7 @@ async def one_run(n: int) -> dict[str, float]:
         app = HiveApp(Office(paths))
         async with app.run_test(size=(160, 48)) as pilot:
             end = time.monotonic() + 30
-            while not all(app.office.supervisor.sessions.get(a) for a in AGENTS):
+            while not all(app.link.office.supervisor.sessions.get(a) for a in AGENTS):
                 assert time.monotonic() < end, "agents never started"
                 await pilot.pause(0.05)
             await pilot.pause(1.0)  # prompts drawn, standup delivered

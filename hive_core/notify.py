@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 
 import msgspec
 
-from hive_core.agents.state import AgentState
+from hive_core.clients.protocol import AgentView
 
 # More desktop notifications than this at once (the app opening on a full inbox) are
 # summed up in one: a stack of popups tells the person less than a count.
@@ -36,9 +36,9 @@ class Seen(msgspec.Struct, frozen=True, kw_only=True):
     conditions: Mapping[str, str] = msgspec.field(default_factory=dict)
 
 
-def agent_alert(state: AgentState) -> Alert | None:
+def agent_alert(state: AgentView) -> Alert | None:
     """The condition that makes an agent need the person now, if any."""
-    who = f"{state.spec.name} ({state.id})"
+    who = f"{state.name} ({state.id})"
     if state.status == "waiting":
         prompt = state.prompt or "a permission prompt is open in its pane"
         return Alert(key=f"{state.id}:waiting", text=f"{who} is waiting for you: {prompt}")

@@ -40,6 +40,11 @@ class HivePaths(NamedTuple):
         return self.run / "office.pid"
 
     @property
+    def office_log(self) -> Path:
+        """What a detached office prints (hive_core/office/daemon.py): its stdout and stderr."""
+        return self.run / "office.log"
+
+    @property
     def health_file(self) -> Path:
         """What is wrong with the running office (hive_core/health.py)."""
         return self.run / "health.json"
@@ -60,6 +65,16 @@ class HivePaths(NamedTuple):
     @property
     def control_socket(self) -> Path:
         return self.run / "control.sock"
+
+    @property
+    def client_socket(self) -> Path:
+        """Where the app attaches to the office (hive_core/clients/server.py)."""
+        return self.run / "client.sock"
+
+    @property
+    def clients_file(self) -> Path:
+        """How many clients are attached now, for `hive-office ls`."""
+        return self.run / "clients.json"
 
     @property
     def threads(self) -> Path:
@@ -124,6 +139,12 @@ class HivePaths(NamedTuple):
         file of its own, outside git."""
         return self.run / "tasks.lock"
 
+    @property
+    def leases_lock(self) -> Path:
+        """The leases' write lock (hive_core/leases.py), beside the ledger's, for the same
+        reason."""
+        return self.run / "leases.lock"
+
     # --- hive level ---
     @property
     def protocol(self) -> Path:
@@ -145,6 +166,11 @@ class HivePaths(NamedTuple):
     @property
     def tasks(self) -> Path:
         return self.hive / "tasks.json"
+
+    @property
+    def leases(self) -> Path:
+        """Who holds which files of a repository, until when (hive_core/leases.py)."""
+        return self.hive / "leases.json"
 
     @property
     def log(self) -> Path:
@@ -228,7 +254,7 @@ PlaceKind = Literal[
     "home", "office_toml", "run", "agent_settings", "memory_db", "ci_logs", "home_other",
     # hive level (shared, the office's or the manager's)
     "hive", "git", "gitignore", "protocol", "manager_policy", "registry", "board",
-    "tasks", "log", "log_segment", "triage", "promoted", "agents", "hive_other",
+    "tasks", "leases", "log", "log_segment", "triage", "promoted", "agents", "hive_other",
     # inside a mailbox (owner = the agent, or `human`)
     "mailbox", "identity", "memory", "memory_dir", "notes", "archive", "changes", "cursor",
     "inbox", "done", "outbox", "routing", "sent", "bad", "mailbox_other",
@@ -262,6 +288,7 @@ _HIVE_FILES: dict[str, PlaceKind] = {
     "registry.json": "registry",
     "board.md": "board",
     "tasks.json": "tasks",
+    "leases.json": "leases",
     "log.jsonl": "log",
     "log": "log_segment",
     "triage": "triage",

@@ -1,7 +1,8 @@
 """HiveApp: the office on screen.
 
-The same Office object that `hive-office serve` runs headless runs here as a worker on
-the app's loop; its bulk work (routing, commits, memory, the ledger) runs on threads.
+The app reaches its office only through an `OfficeLink` (hive_tui/link.py): a client
+of the office's socket (the office runs on its own, and outlives the app), or the
+Office itself running in this process as a worker on the app's loop (tests, --demo).
 The app listens to it (agents directly; routed mail and hive files through the
 `Bridge`, which reads what changed off the loop, once a frame) and feeds the widgets.
 Every key goes to the focused widget (an agent's terminal, or a panel the person picked)
@@ -15,6 +16,7 @@ import asyncio
 import gc
 import os
 import signal
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from rich.text import Text
@@ -29,7 +31,8 @@ from textual.widgets import Static, TabbedContent, TabPane
 
 from hive_core import notify
 from hive_core.actions import PersonAction
-from hive_core.agents.state import AgentState, status_words
+from hive_core.agents.state import status_words
+from hive_core.clients.protocol import AgentView
 from hive_core.cost import label
 from hive_core.health import Problem
 from hive_core.mail import DraftRefused, send
@@ -41,6 +44,7 @@ from hive_core.status import TITLE_KINDS
 from hive_core.worktrees import office_review
 from hive_tui.bridge import Bridge, HiveLoaded, MailRouted
 from hive_tui.commands import key_line, person_action, view_action
+from hive_tui.link import LocalLink, OfficeLink, Route
 from hive_tui.map.widget import OfficeMap
 from hive_tui.messages import AgentInfo
 from hive_tui.panels.board import BoardPanel
@@ -53,6 +57,7 @@ from hive_tui.screens.answer import AnswerScreen
 from hive_tui.screens.confirm import ConfirmScreen
 from hive_tui.screens.help import HelpScreen
 from hive_tui.screens.hire import HireScreen
+from hive_tui.screens.quit import QuitScreen
 from hive_tui.screens.send import SendScreen
 from hive_tui.screens.task import TaskScreen
 from hive_tui.terminal.keys import encode_key
@@ -122,30 +127,30 @@ class HiveApp(App[None], inherit_bindings=False):
     .grid #panes { layout: grid; grid-size: 2; }
     """
 
-    def __init__(self, office: Office, *, demo: bool = False) -> None:
+    def __init__(self, link: OfficeLink | Office, *, demo: bool = False) -> None:
         # ANSI colours reach the terminal as palette indices, as tmux passes them, so the
         # person's theme colours the agents' panes (Textual would map them to its own RGB).
         super().__init__(ansi_color=True)
-        self.office = office
+        self.link: OfficeLink = LocalLink(link) if isinstance(link, Office) else link
+        config = self.link.config
         self.demo = demo
-        self.prefix_label = office.config.office.prefix_key
+        self.prefix_label = config.office.prefix_key
         self.prefix = textual_key(self.prefix_label)
         # The prefix was typed and the next key is a command (whatever has the focus).
         self.prefix_armed = False
         self._disarm_timer: Timer | None = None
-        self.roster = [a.id for a in office.config.agents if not a.archived]
-        self.focused_agent = (
-            office.config.office.manager
-            if office.config.office.manager in self.roster
-            else self.roster[0]
-        )
+        self.roster = list(self.link.roster)
+        self.manager = config.office.manager
+        self.focused_agent = self.manager if self.manager in self.roster else self.roster[0]
         self.layout_mode = "default"
         self._stop = asyncio.Event()
+        # The person chose to leave (quit, detach): the link ending is then no surprise.
+        self._leaving = False
+        # What run_client says once the screen is gone: how the app ended.
+        self.ended: str | None = None
         # What the office says is wrong with it, by component (hive_core/health.py).
         self._problems: dict[str, str] = {}
-        self.bridge = Bridge(
-            self, office.paths, manager=office.config.office.manager, roster=self.roster
-        )
+        self.bridge = Bridge(self, self.link.paths, manager=self.manager, roster=self.roster)
         self.unread: dict[str, int] = {}
         # What the Inbox tab shows: what waits for the person (hive_core/escalations.py).
         self.escalations: dict[str, Message] = {}
@@ -178,27 +183,20 @@ class HiveApp(App[None], inherit_bindings=False):
                 with TabPane("Inbox", id="tab-inbox"):
                     yield InboxPanel(id="inbox")
                 with TabPane("Memory", id="tab-memory"):
-                    yield MemoryPanel(self._memory_search, self.office.paths.hive, id="memory")
+                    yield MemoryPanel(self._memory_search, self.link.paths.hive, id="memory")
         yield Static("", id="health")
         yield KeyLine(self.prefix_label, id="keys")
 
     async def on_mount(self) -> None:
-        office = self.office
-        office.listeners.agent.append(self._agent_changed)
-        office.listeners.routed.append(self.bridge.routed)
-        office.listeners.hive.append(self.bridge.hive_changed)
-        office.listeners.health.append(self._health_changed)
-        office.cost.listeners.append(self._cost_changed)
-        office.supervisor.sinks.append(self._output)
+        self.link.listen(self)
         self._show_layout()
         self._refresh_map()
         self.bridge.everything()
-        self._office_worker = self.run_worker(
-            office.run(self._stop), name="office", exit_on_error=True
-        )
-        # SIGTERM (a closing SSH session, `kill`) quits like `q`: agents stopped, last commit.
+        self._office_worker = self.run_worker(self._run_link(), name="office", exit_on_error=True)
+        # SIGTERM (a closing SSH session, `kill`) ends the app as the person would: an
+        # office in this process stops (agents stopped, last commit); a client detaches.
         asyncio.get_running_loop().add_signal_handler(
-            signal.SIGTERM, lambda: self.run_worker(self.action_quit())
+            signal.SIGTERM, lambda: self.run_worker(self.leave(stop=not self.link.detachable))
         )
         self.call_after_refresh(self.focus_agent, self.focused_agent)
         # What start-up built (modules, widgets, the office: ~80k objects) lives as long as
@@ -220,21 +218,57 @@ class HiveApp(App[None], inherit_bindings=False):
         self.query_one(OfficeMap).styles.height = max(7, min(14, height // 3))
         self.query_one("#side").styles.width = max(26, min(48, width * 3 // 10))
 
+    async def _run_link(self) -> None:
+        why = await self.link.run(self._stop)
+        if why is not None and not self._leaving:  # the office went without being asked
+            self.ended = f"hive-office: the office closed this screen: {why}"
+            self.exit(return_code=1)
+
     async def action_quit(self) -> None:
-        """Stop the agents, route what is left, make the last commit, then leave."""
-        # The screen is going away: the office's shutdown must not call into it.
-        listeners = self.office.listeners
-        for group in (listeners.agent, listeners.routed, listeners.hive, listeners.health):
-            group.clear()
-        self.office.cost.listeners.clear()
-        self.office.supervisor.sinks.clear()
+        """An office in this process: stop it and leave. A client asks whether to stop
+        the office or only detach from it."""
+        if not self.link.detachable:
+            await self.leave(stop=True)
+            return
+
+        def chosen(choice: str | None) -> None:
+            if choice in ("stop", "detach"):
+                self.run_worker(self.leave(stop=choice == "stop"))
+
+        self.push_screen(QuitScreen(), chosen)
+
+    async def action_detach(self) -> None:
+        if not self.link.detachable:
+            label = self.prefix_label
+            self.notify(
+                f"This office runs inside this screen: nothing to detach from ({label} q stops it).",
+                severity="warning",
+            )
+            return
+        await self.leave(stop=False)
+
+    async def leave(self, *, stop: bool) -> None:
+        """Stop the office (agents stopped, mail routed, last commit) or detach from it,
+        then close the screen."""
+        if self._leaving:
+            return
+        self._leaving = True
+        if stop:
+            self.notify("Stopping the office: agents, last routing pass, last commit...")
+            await self.link.stop_office()
+            self.ended = "hive-office: the office stopped."
+        else:
+            await self.link.detach()
+            self.ended = (
+                "hive-office: detached; the office keeps running (`hive-office` attaches again)."
+            )
         self._stop.set()
         await self._office_worker.wait()
         self.exit()
 
     # --- office -> screen -------------------------------------------------------------
 
-    def _health_changed(self, problems: list[Problem]) -> None:
+    def health_changed(self, problems: list[Problem]) -> None:
         """What stops the office doing its job (routing, commits, a loop) stays on screen
         until it clears; each new problem also pops up once."""
         now = {p.component: p.detail for p in problems}
@@ -252,11 +286,11 @@ class HiveApp(App[None], inherit_bindings=False):
         )
         line.display = bool(now)
 
-    def info(self, state: AgentState) -> AgentInfo:
+    def info(self, state: AgentView) -> AgentInfo:
         return AgentInfo(
             id=state.id,
-            name=state.spec.name,
-            role=state.spec.role,
+            name=state.name,
+            role=state.role,
             manager=state.manager,
             status=state.status,
             last_tool=state.last_tool,
@@ -267,9 +301,9 @@ class HiveApp(App[None], inherit_bindings=False):
             missing=state.missing,
         )
 
-    def _agent_changed(self, state: AgentState) -> None:
+    def agent_changed(self, state: AgentView) -> None:
         if state.id not in self.roster:
-            if state.spec.archived:  # never on the floor of this app
+            if state.archived:  # never on the floor of this app
                 return
             self._joined(state.id)
         self.query_one(OfficeMap).update_agent(self.info(state))
@@ -307,55 +341,65 @@ class HiveApp(App[None], inherit_bindings=False):
         if loaded.unread:
             self.unread.update(loaded.unread)
         office_map = self.query_one(OfficeMap)
-        manager = self.office.config.office.manager
+        manager = self.manager
         changed = set(loaded.unread) | ({manager} if loaded.inbox is not None else set())
         for agent_id in sorted(changed & set(self.roster)):
-            office_map.update_agent(self.info(self.office.states[agent_id]))
+            office_map.update_agent(self.info(self.link.view(agent_id)))
             self.pane(agent_id).border_title = self._title(agent_id)
 
-    def _cost_changed(self) -> None:
+    def cost_changed(self) -> None:
         """After a pass of the office's cost loop that changed a sum."""
         for agent_id in self.roster:
             self.pane(agent_id).border_title = self._title(agent_id)
-        tasks = self.office.cost.tasks
+        _agents, tasks = self.link.costs()
         self.query_one(TasksPanel).show_costs({t: label(total) for t, total in tasks.items()})
 
-    def _output(self, agent_id: str, data: bytes) -> None:
+    def pane_output(self, agent_id: str, data: bytes) -> None:
         if agent_id in self.roster:
             self.pane(agent_id).feed(data)
 
+    def pane_snapshot(self, agent_id: str, data: bytes) -> None:
+        if agent_id in self.roster:
+            self.pane(agent_id).restore(data)
+
+    def mail_routed(self, routes: list[Route], inboxes: set[str]) -> None:
+        self.bridge.routed(routes, inboxes)
+
+    def hive_changed(self, paths: set[Path]) -> None:
+        self.bridge.hive_changed(paths)
+
     def _refresh_map(self) -> None:
-        self.query_one(OfficeMap).set_agents(
-            [self.info(self.office.states[a]) for a in self.roster]
-        )
+        self.query_one(OfficeMap).set_agents([self.info(self.link.view(a)) for a in self.roster])
         for agent_id in self.roster:
             self.pane(agent_id).border_title = self._title(agent_id)
 
     def _memory_search(self, query: str, scope: SearchScope, mode: Mode) -> list[Hit]:
         """On a thread (the Memory tab's worker): SQLite never runs on the loop."""
-        with open_store(self.office.paths) as store:
+        with open_store(self.link.paths) as store:
             return store.search(query, HUMAN, scope, MEMORY_RESULTS, mode)
 
     # --- screen -> office -------------------------------------------------------------
 
     @on(TerminalPane.Input)
     def _typed(self, message: TerminalPane.Input) -> None:
-        if message.by_person:
-            # The Stop drain and the wake path stand back while the person types; the
-            # terminal's own replies to the agent's queries are not typing.
-            self.office.states[message.agent_id].typed()
-        self.office.supervisor.write(message.agent_id, message.data)
+        if not message.by_person:
+            # The pane's answers to the agent's terminal queries: the office's own screen
+            # of the pane answers them (hive_core/clients/screens.py), once for everyone.
+            return
+        # The Stop drain and the wake path stand back while the person types.
+        self.link.typed(message.agent_id)
+        self.link.write(message.agent_id, message.data)
 
     @on(TerminalPane.Resized)
     def _resized(self, message: TerminalPane.Resized) -> None:
-        self.office.supervisor.resize(message.rows, message.cols, message.agent_id)
+        self.link.resize(message.agent_id, message.rows, message.cols)
 
     def _ring(
         self, agents: dict[str, notify.Alert | None], items: list[tuple[str, str]] | None = None
     ) -> None:
         """Ring the person's terminal for what newly needs them (office.toml `notify`)."""
         self._rung, alerts = notify.news(self._rung, agents, items)
-        sequence = notify.ring(alerts, self.office.config.office.notify, tmux=self._in_tmux)
+        sequence = notify.ring(alerts, self.link.config.office.notify, tmux=self._in_tmux)
         if sequence:
             self.write_terminal(sequence)
 
@@ -369,7 +413,7 @@ class HiveApp(App[None], inherit_bindings=False):
     def _open_task(self, event: TasksPanel.Open) -> None:
         task = self.query_one(TasksPanel).task_of(event.task_id)
         if task is not None:
-            self.push_screen(TaskScreen(task, self.office.paths.hive))
+            self.push_screen(TaskScreen(task, self.link.paths.hive))
 
     @on(InboxPanel.Open)
     def _open_mail(self, event: InboxPanel.Open) -> None:
@@ -390,7 +434,7 @@ class HiveApp(App[None], inherit_bindings=False):
         """One of the person's actions, through the office's one dispatch (as the CLI and
         the control socket do); its sentence, or why not, is said on screen."""
         try:
-            reply = await self.office.perform(req)
+            reply = await self.link.perform(req)
         except OSError as exc:
             self.notify(f"{req.cmd} failed: {exc}", severity="error")
             return
@@ -420,10 +464,10 @@ class HiveApp(App[None], inherit_bindings=False):
     def _show_layout(self) -> None:
         self.screen.set_class(self.layout_mode == "zoom", "zoom")
         self.screen.set_class(self.layout_mode == "grid", "grid")
+        shown = [a for a in self.roster if self.layout_mode == "grid" or a == self.focused_agent]
         for agent_id in self.roster:
-            self.pane(agent_id).display = (
-                self.layout_mode == "grid" or agent_id == self.focused_agent
-            )
+            self.pane(agent_id).display = agent_id in shown
+        self.link.visible(shown)
 
     # --- keys ---------------------------------------------------------------------------
 
@@ -480,7 +524,7 @@ class HiveApp(App[None], inherit_bindings=False):
 
     def _send_prefix(self) -> None:
         """The prefix twice sends the prefix key itself to the agent, as in tmux."""
-        self.office.supervisor.write(self.focused_agent, encode_key(self.prefix, None) or b"")
+        self.link.write(self.focused_agent, encode_key(self.prefix, None) or b"")
 
     async def run_prefix_command(self, key: str, character: str | None) -> None:
         char = character or key
@@ -488,7 +532,7 @@ class HiveApp(App[None], inherit_bindings=False):
         if action is not None:
             await self.run_action(action)
             return
-        state = self.office.states[self.focused_agent]
+        state = self.link.view(self.focused_agent)
         person = person_action(char, held=state.paused or state.halted)
         if person is not None:
             self.act(person, self.focused_agent)
@@ -568,8 +612,8 @@ class HiveApp(App[None], inherit_bindings=False):
         self.push_screen(HelpScreen(self.prefix_label))
 
     def action_diff(self) -> None:
-        office = self.office
-        self.push_screen(DiffScreen(lambda: office_review(office.paths, office.config)))
+        link = self.link
+        self.push_screen(DiffScreen(lambda: office_review(link.paths, link.config)))
 
     def _send(self, draft: Draft | None) -> None:
         if draft is None:
@@ -577,11 +621,11 @@ class HiveApp(App[None], inherit_bindings=False):
         self.run_worker(self._send_draft(draft))
 
     async def _send_draft(self, draft: Draft) -> None:
-        office = self.office
+        link = self.link
         try:
             # The send path every sender takes (checked, queued, the router nudged); its
             # atomic write ends in an fsync: not on the loop.
-            await asyncio.to_thread(send, office.paths, office.config, HUMAN, draft)
+            await asyncio.to_thread(send, link.paths, link.config, HUMAN, draft)
         except DraftRefused as exc:
             self.notify(f"Your message was not sent: {exc}", severity="error")
             return
@@ -591,12 +635,12 @@ class HiveApp(App[None], inherit_bindings=False):
         self.notify(f"Sent to {draft.to}.")
 
     def _title(self, agent_id: str) -> str:
-        state = self.office.states[agent_id]
+        state = self.link.view(agent_id)
         n = self.roster.index(agent_id) + 1
         shown = status_words(state.status, state.pid, state.exit_status)
         if state.start_failed:  # its CLI exited at once: how, what to do, and the retry
             shown = f"{state.start_failed} {self.prefix_label} r to retry."
-        bits = [f"{n} {state.spec.name}", shown]
+        bits = [f"{n} {state.name}", shown]
         if state.paused:
             bits.append("paused")
         explained = state.explained  # what the status word hides (hive_core/status.py)
@@ -607,7 +651,7 @@ class HiveApp(App[None], inherit_bindings=False):
             bits.append(f"✉ {state.mail_title}")  # a hookless agent: it cannot drain by itself
         elif unread:
             bits.append(f"✉ {unread}")
-        spent = self.office.cost.agents.get(agent_id)
+        spent = self.link.costs()[0].get(agent_id)
         if spent is not None:
             bits.append(label(spent))
         return " · ".join(bits)

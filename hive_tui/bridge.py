@@ -1,6 +1,6 @@
 """Office events -> Textual messages, at most one reload per panel per frame.
 
-The office tells its listeners on the app's loop (routing itself runs on the office's
+The office tells the app through its link (hive_tui/link.py) on the app's loop (routing itself runs on the office's
 route thread). The bridge only marks what changed; once a frame it posts one
 `MailRouted` with every message routed since the last frame, and reads what the dirty
 panels show on a thread (one read in flight at a time), then posts one `HiveLoaded`.
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,7 +23,6 @@ from hive_core.escalations import waiting
 from hive_core.logfile import LogFollower
 from hive_core.mail import load_message, message_names
 from hive_core.paths import HivePaths
-from hive_core.routing.router import RouteStats
 from hive_core.schema import HUMAN, Ledger, LogEvent, Message, Task
 from hive_tui.panels.log import Run, log_runs
 
@@ -102,13 +102,14 @@ class Bridge:
         d.unread.update(self.roster)
         self._schedule()
 
-    def routed(self, stats: RouteStats) -> None:
-        """One routing pass, as the router reported it (recipients and inboxes it wrote)."""
+    def routed(self, routes: Iterable[tuple[str, Iterable[str]]], inboxes: set[str]) -> None:
+        """One routing pass, as the router reported it: (sender, recipients) of each
+        message routed, and whose inbox got a copy."""
         d = self._dirty
-        d.routes.extend((sender, tuple(recipients)) for sender, recipients in stats.routes)
+        d.routes.extend((sender, tuple(recipients)) for sender, recipients in routes)
         d.log = True
-        d.unread.update(who for who in stats.inboxes if who in self.roster)
-        if HUMAN in stats.inboxes or self.manager in stats.inboxes:
+        d.unread.update(who for who in inboxes if who in self.roster)
+        if HUMAN in inboxes or self.manager in inboxes:
             d.inbox = True
         self._schedule()
 

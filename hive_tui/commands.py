@@ -47,8 +47,9 @@ VIEW_COMMANDS: tuple[ViewCommand, ...] = (
     ViewCommand("n", "cycle(1)", "next agent", "next/prev"),
     ViewCommand("p", "cycle(-1)", "previous agent", "next/prev"),
     ViewCommand("o", "map", "the office map (arrows pick an agent, enter focuses it)", "map"),
+    # `d` is tmux's detach; the changes view takes `v`.
     ViewCommand(
-        "d", "diff", "the agents' changes against their base (arrows pick a file, r refreshes)"
+        "v", "diff", "the agents' changes against their base (arrows pick a file, r refreshes)"
     ),
     ViewCommand("s", "send", "send a message to an agent", "send"),
     ViewCommand("+", "hire", "hire an agent: it joins the running office and office.toml"),
@@ -59,7 +60,18 @@ VIEW_COMMANDS: tuple[ViewCommand, ...] = (
         "space starts a selection, enter or y copies it; q or esc leaves",
     ),
     ViewCommand("?", "help", "show all keys", "help", always=True),
-    ViewCommand("q", "quit", "quit (stops the agents, commits, exits)", "quit", always=True),
+    ViewCommand(
+        "d",
+        "detach",
+        "detach: the office and its agents keep running (`hive-office` attaches)",
+    ),
+    ViewCommand(
+        "q",
+        "quit",
+        "quit: asks whether to stop the office (agents stopped, last commit) or detach",
+        "quit",
+        always=True,
+    ),
 )
 # The person's actions with a key after the prefix. Two share `x`: pause or resume, by
 # the agent's state (`person_action`).

@@ -7,32 +7,38 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from typing import NoReturn
 
 import click
 
 from hive_core.agents.supervisor import tool_path
-from hive_core.cli.office import HOME_HELP, create_office, fail, repo_refusals
+from hive_core.cli.office import HOME_HELP, create_office, fail
 from hive_core.cli.office import cli as core
 from hive_core.config import ConfigError, load_office
-from hive_core.office import Office, OfficeBusy, office_lock
+from hive_core.office import Office, OfficeBusy, daemon, office_lock
 from hive_core.paths import HivePaths, resolve_home
 
 
-@click.group(invoke_without_command=True, commands=core.commands)
+# A copy: the verbs added here (attach) are the app's, not the core group's.
+@click.group(invoke_without_command=True, commands=dict(core.commands))
 @click.option("--home", metavar="DIR", help=HOME_HELP)
 @click.option("--demo", is_flag=True, help="Open a demo office with scripted agents (no API key).")
 @click.pass_context
 def cli(ctx: click.Context, home: str | None, demo: bool) -> None:
     """A terminal office for a team of coding agents.
 
-    With no command it opens the office on screen (creating a default one in the home
-    first if there is none).
+    With no command it shows the office on screen: it attaches to the office running
+    for the home, or starts one in the background first (creating a default office if
+    there is none). The office and its agents go on when the screen goes.
 
     \b
     Start here:
       hive-office                 open the office (ctrl+] ? inside shows the keys)
+      hive-office attach          come back to it after ctrl+] d (which leaves it running)
+      hive-office stop            stop the office (agents, last routing, last commit)
+      hive-office ls              the offices running for you on this machine
       hive-office init            create ~/.hive-office with a default team
-      hive-office serve           run the office headless (agents, router, committer)
+      hive-office serve           run the office in the foreground, without a screen
       hive send --to jim ...      talk to the team (see `hive --help`)
     """
     ctx.ensure_object(dict)
@@ -88,22 +94,48 @@ def _demo(home: str | None) -> None:
 
 
 def _open(paths: HivePaths) -> None:
+    """Attach to the office of `paths`, starting it detached first if none runs."""
     _need_terminal()
-    if not paths.office_toml.exists() or not paths.hive.is_dir():
-        created = create_office(paths)
-        click.echo(f"hive-office: created a default office in {paths.home} ({len(created)} items).")
-    try:
-        config = load_office(paths.office_toml)
-    except ConfigError as e:
-        fail(str(e))
-    # Textual loads here, not for the commands that never open the screen.
-    from hive_tui.app import HiveApp
+    if daemon.running_pid(paths) is None:
+        if not paths.office_toml.exists() or not paths.hive.is_dir():
+            created = create_office(paths)
+            click.echo(
+                f"hive-office: created a default office in {paths.home} ({len(created)} items)."
+            )
+        try:
+            load_office(paths.office_toml)  # a bad office.toml is said here, not in a log
+        except ConfigError as e:
+            fail(str(e))
+        try:
+            started = daemon.start(paths)
+        except daemon.StartFailed as e:
+            fail(str(e))
+        click.echo(f"hive-office: {started.sentence(paths)}")
+    _attach(paths)
 
+
+def _attach(paths: HivePaths) -> NoReturn:
     try:
-        with office_lock(paths), repo_refusals(paths):
-            HiveApp(Office(paths, config)).run()
-    except OfficeBusy as e:
+        daemon.ready(paths)  # one that is still starting is waited for
+    except (daemon.NotRunning, daemon.StartFailed) as e:
         fail(str(e))
+    # Textual loads in the client, not for the commands that never open the screen.
+    from hive_tui.client import run_client
+
+    sys.exit(run_client(paths))
+
+
+@cli.command()
+@click.option("--home", metavar="DIR", help=HOME_HELP)
+@click.pass_context
+def attach(ctx: click.Context, home: str | None) -> None:
+    """Show the running office on this terminal (`ctrl+] d` detaches; the office and
+    its agents go on)."""
+    paths = HivePaths(resolve_home(home or ctx.obj["home"]))
+    if daemon.running_pid(paths) is None:
+        fail(str(daemon.NotRunning(paths)))
+    _need_terminal()
+    _attach(paths)
 
 
 def main() -> None:

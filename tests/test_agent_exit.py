@@ -205,6 +205,6 @@ async def test_the_pane_title_keeps_the_code_and_the_hint_and_the_screen() -> No
         await until(lambda: jim.size.height, "jim's pane shown")
         screen = "\n".join(jim.render_line(y).text for y in range(jim.size.height))
         assert "no login here" in screen
-        pid = await until(lambda: app.office.states["michael"].pid, "michael's pid")
+        pid = await until(lambda: app.link.office.states["michael"].pid, "michael's pid")
         assert f"running (pid {pid})" in str(app.pane("michael").border_title)
         await pilot.press("ctrl+right_square_bracket", "q")

@@ -87,7 +87,7 @@ def focused_pane(app: HiveApp) -> str | None:
 
 
 def keys_of(app: HiveApp, agent: str) -> bytes:
-    path = app.office.paths.home.parent / f"{agent}.keys"
+    path = app.link.office.paths.home.parent / f"{agent}.keys"
     return path.read_bytes() if path.exists() else b""
 
 
@@ -143,7 +143,7 @@ async def test_every_key_reaches_the_child_as_xterm_bytes(app: HiveApp) -> None:
         await until(
             pilot,
             lambda: (
-                keys_of(app, "michael") == b"" and app.office.supervisor.sessions.get("michael")
+                keys_of(app, "michael") == b"" and app.link.office.supervisor.sessions.get("michael")
             ),
             "michael's recorder",
         )
@@ -174,15 +174,15 @@ async def test_pause_and_resume_from_the_app(app: HiveApp) -> None:
     async with app.run_test(size=(160, 48)) as pilot:
         await until(pilot, lambda: isinstance(app.focused, TerminalPane), "a focused pane")
         await pilot.press("alt+2", "ctrl+right_square_bracket", "x")
-        assert app.office.states["jim"].paused
+        assert app.link.office.states["jim"].paused
         await until(
             pilot,
-            lambda: '"paused":true' in app.office.paths.registry.read_text().replace(" ", ""),
+            lambda: '"paused":true' in app.link.office.paths.registry.read_text().replace(" ", ""),
             "registry shows jim paused",
         )
         assert "paused" in str(app.pane("jim").border_title)
         await pilot.press("ctrl+right_square_bracket", "x")
-        assert not app.office.states["jim"].paused
+        assert not app.link.office.states["jim"].paused
         await pilot.press("ctrl+right_square_bracket", "q")
 
 
@@ -195,7 +195,7 @@ async def test_send_a_message_from_the_app(app: HiveApp) -> None:
         await pilot.press("tab")
         await pilot.press(*"The release is approved.")
         await pilot.press("ctrl+s")
-        box = app.office.paths.mailbox("jim")
+        box = app.link.office.paths.mailbox("jim")
         [message] = await until(pilot, lambda: list(iter_inbox(box)), "delivery to jim")
         assert (message.sender, message.to, message.act) == ("human", "jim", "request")
         assert (message.subject, message.body) == ("Ship it", "The release is approved.")
@@ -210,7 +210,7 @@ async def test_missing_cli_says_what_to_install_and_the_rest_works(tmp_path: Pat
     init_office(paths)
     app = HiveApp(Office(paths))
     async with app.run_test(size=(160, 48)) as pilot:
-        await until(pilot, lambda: app.office.states["jim"].missing, "jim's CLI found missing")
+        await until(pilot, lambda: app.link.office.states["jim"].missing, "jim's CLI found missing")
         await pilot.press("alt+2")
         notice = await until(pilot, lambda: app.pane("jim").notice, "the notice in jim's pane")
         assert (
@@ -265,12 +265,12 @@ async def test_the_prefix_key_is_configurable() -> None:
 
 
 async def test_memory_tab_finds_office_knowledge_and_opens_its_source(app: HiveApp) -> None:
-    paths = app.office.paths
+    paths = app.link.office.paths
     paths.board.write_text("# Plan\n\nThe flux_capacitor rollout waits for the staging soak.\n")
     paths.mailbox("jim").notes.write_text("- jim's private: flux_capacitor password is in the vault\n")
     async with app.run_test(size=(160, 48)) as pilot:
         await until(pilot, lambda: isinstance(app.focused, TerminalPane), "a focused pane")
-        app.office.memory.changed({paths.board, paths.mailbox("jim").notes})
+        app.link.office.memory.changed({paths.board, paths.mailbox("jim").notes})
         await pilot.press("ctrl+right_square_bracket", "m")
         box = app.query_one("#memory-query")
         box.focus()
@@ -292,13 +292,18 @@ async def test_the_terminals_own_replies_are_not_the_persons_typing(app: HiveApp
     async with app.run_test(size=(160, 48)) as pilot:
         await until(pilot, lambda: "READY" in "".join(app.pane("michael").render_line(y).text for y in range(4)),
                     "recorder ready")
-        # The agent asks the terminal who it is (Claude Code does at start-up).
-        app.pane("michael").feed(b"\x1b[c")
-        await until(pilot, lambda: keys_of(app, "michael").startswith(b"\x1b["), "the terminal's answer")
-        assert app.office.states["michael"].typed_at is None, "an answer to a query is not typing"
+        # The agent asks the terminal who it is (Claude Code does at start-up), as its
+        # pty's output reaches every sink: the office's screen of the pane and the app's.
+        for sink in list(app.link.office.supervisor.sinks):
+            sink("michael", b"\x1b[c")
+        answer = await until(pilot, lambda: keys_of(app, "michael"), "the terminal's answer")
+        assert answer.startswith(b"\x1b[?")
+        assert app.link.office.states["michael"].typed_at is None, "an answer to a query is not typing"
         await pilot.press("x")
+        # Answered once (by the office's screen), never again by the app's pane.
         await until(pilot, lambda: keys_of(app, "michael").endswith(b"x"), "a key")
-        assert app.office.states["michael"].typed_at is not None
+        assert keys_of(app, "michael") == answer + b"x"
+        assert app.link.office.states["michael"].typed_at is not None
         await pilot.press("ctrl+right_square_bracket", "q")
 
 
@@ -399,7 +404,7 @@ async def test_answering_an_escalation_records_it_on_the_task_and_mails_the_mana
 async def test_a_problem_of_the_office_stays_on_screen_until_it_is_repaired(app: HiveApp) -> None:
     """A deleted branch stops the office's commits: the screen says so (not only the log)
     and the line goes once the branch is back and a commit goes through."""
-    paths = app.office.paths
+    paths = app.link.office.paths
     git = ["git", "-C", str(paths.hive)]
     branch = paths.hive / ".git" / "refs" / "heads" / "main"
     async with app.run_test(size=(160, 48)) as pilot:

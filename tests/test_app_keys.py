@@ -172,11 +172,11 @@ async def test_the_armed_prefix_shows_and_times_out(
 
 
 async def test_memory_after_prefix_m_gets_the_keys_and_esc_gives_them_back(app: HiveApp) -> None:
-    paths = app.office.paths
+    paths = app.link.office.paths
     paths.board.write_text("# Plan\n\nThe flux_capacitor rollout waits for the soak.\n")
     async with app.run_test(size=(160, 48)) as pilot:
         await _ready(pilot, app)
-        app.office.memory.changed({paths.board})
+        app.link.office.memory.changed({paths.board})
         # The command and the query in one go, as a fast typist (or a paste) sends them.
         await pilot.press(PREFIX, "m", *"flux", "enter")
         box = app.query_one("#memory-query", Input)
@@ -192,7 +192,7 @@ async def test_memory_after_prefix_m_gets_the_keys_and_esc_gives_them_back(app: 
 
 
 async def test_every_panel_is_reached_and_scrolled_by_keys(app: HiveApp) -> None:
-    paths = app.office.paths
+    paths = app.link.office.paths
     paths.board.write_text("# Long board\n\n" + "".join(f"- line {n}\n" for n in range(300)))
     ledger = tasks.empty_ledger()
     for n in range(40):
@@ -265,7 +265,7 @@ async def test_prefix_commands_work_while_an_input_has_the_focus(app: HiveApp) -
         assert keys_of(app, "michael") == b"\x1d" and keys_of(app, "jim") == b""
         # And q quits from the box too (the app let go of the office's listeners first).
         await pilot.press(PREFIX, "m", PREFIX, "q")
-        assert box.value == "ab" and not app.office.listeners.agent
+        assert box.value == "ab" and app.link._agent_changed not in app.link.office.listeners.agent
 
 
 async def test_an_escalation_is_answered_from_the_keyboard() -> None:
@@ -295,7 +295,7 @@ async def test_an_escalation_is_answered_from_the_keyboard() -> None:
 async def test_archive_asks_first_and_no_leaves_the_agent(app: HiveApp) -> None:
     async with app.run_test(size=(160, 48)) as pilot:
         await _ready(pilot, app)
-        await until(pilot, lambda: app.office.supervisor.sessions.get("pam"), "pam running")
+        await until(pilot, lambda: app.link.office.supervisor.sessions.get("pam"), "pam running")
         await pilot.press("alt+3", PREFIX, "a")
         assert isinstance(app.screen, ConfirmScreen)
         assert "Archive pam?" in str(app.screen.query_one("#confirm Static").render())
@@ -303,9 +303,9 @@ async def test_archive_asks_first_and_no_leaves_the_agent(app: HiveApp) -> None:
         assert isinstance(app.screen, ConfirmScreen), "enter is not a yes"
         await pilot.press("n")
         assert not isinstance(app.screen, ConfirmScreen)
-        assert app.office.states["pam"].status != "archived"
+        assert app.link.office.states["pam"].status != "archived"
         await pilot.press(PREFIX, "a", "y")
-        await until(pilot, lambda: app.office.states["pam"].status == "archived", "archived")
+        await until(pilot, lambda: app.link.office.states["pam"].status == "archived", "archived")
         await pilot.press(PREFIX, "q")
 
 
@@ -351,10 +351,8 @@ def app_in_tmux() -> Iterator[tuple[HivePaths, Tmux]]:
     try:
         yield paths, tmux
     finally:
-        subprocess.run([*tmux.base, "send-keys", "-t", "office", "C-]", "q"], check=False)
-        end = time.monotonic() + 30
-        while paths.control_socket.exists() and time.monotonic() < end:
-            time.sleep(0.1)
+        # The office outlives the app (issue 11): stop it, then end tmux.
+        subprocess.run([app, "stop", "--home", str(paths.home)], capture_output=True)
         subprocess.run([*tmux.base, "kill-server"], check=False)
         shutil.rmtree(paths.home.parent, ignore_errors=True)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import shutil
+import subprocess
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -168,7 +169,15 @@ def test_the_copy_reaches_tmux_through_osc52(tmux_office: TmuxOffice) -> None:
     )
     tmux.keys("office", "?", "h", "i", "v", "e", "-", "c", "o", "p", "y", "-", "4", "Enter")
     tmux.keys("office", "Space", "$", "y")
-    wait_for(lambda: tmux("show-buffer") == "hive-copy-42 done", "the copy in tmux's buffer")
+    # show-buffer fails until there is a buffer: ask without check while waiting.
+    buffer = [*tmux.base, "show-buffer"]
+    wait_for(
+        lambda: (
+            subprocess.run(buffer, capture_output=True, text=True, env=tmux.env).stdout
+            == "hive-copy-42 done"
+        ),
+        "the copy in tmux's buffer",
+    )
     wait_for(
         lambda: not row_text(tmux_office.office_screen()[0]).rstrip().endswith("/0]"),
         "copy mode to end",

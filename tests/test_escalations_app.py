@@ -67,7 +67,7 @@ async def test_an_answered_escalation_leaves_the_inbox_and_the_managers_mark(
     app = HiveApp(Office(paths, agents=False))
     async with app.run_test(size=(160, 48)) as pilot:
         [item] = await until(pilot, lambda: list(app.escalations.values()), "the escalation")
-        manager = app.office.states["michael"]
+        manager = app.link.view("michael")
         assert app.info(manager).needs_you
         await until(pilot, lambda: app.query_one("#inbox-table", DataTable).row_count, "listed")
         await pilot.press(PREFIX, "i", "enter")

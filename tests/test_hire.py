@@ -243,7 +243,7 @@ async def test_the_app_hires_from_its_form_and_shows_the_new_pane_and_desk(
         assert app.query_one(OfficeMap).position("angela") is not None
         await until(
             pilot,
-            lambda: (s := app.office.supervisor.sessions.get("angela")) and s.alive,
+            lambda: (s := app.link.office.supervisor.sessions.get("angela")) and s.alive,
             "angela's CLI",
         )
         await pilot.press("alt+3")

@@ -119,11 +119,20 @@ def test_deny_is_rendered_for_claude(running: Running) -> None:
 @pytest.mark.parametrize("secret", ["wrong", "x" * 5000])
 def test_wrong_secret_gets_nothing_and_is_logged(running: Running, secret: str) -> None:
     paths = running.office.paths
-    before = registry(paths)["jim"]
+    # What a hook event moves; the explained state's timer may refresh the rest.
+    hooked = ("status", "session_id", "last_tool", "last_seen")
+
+    def jim() -> list[object]:
+        return [registry(paths)["jim"].get(field) for field in hooked]
+
+    before = jim()
     out = hook(running, "jim", {"hook_event_name": "SessionEnd"}, secret=secret)
     assert (out.returncode, out.stdout, out.stderr) == (0, "", "")
     wait(lambda: "wrong or stale secret" in paths.log.read_text(), "the refusal in the log")
-    assert registry(paths)["jim"] == before
+    assert jim() == before
+    # The same event with jim's own secret does end his session.
+    hook(running, "jim", {"hook_event_name": "SessionEnd"})
+    wait(lambda: jim()[0] == "exited", "jim's SessionEnd through with his secret")
 
 
 def test_unknown_agent_and_stale_secret_are_refused(running: Running) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from hive_core.agents.state import AgentState, AgentStates
+from hive_core.clients.protocol import agent_view
 from hive_core.config import DEFAULT_OFFICE_TOML, ConfigError, load_office
 from hive_core.notify import DESKTOP_BURST, Alert, Seen, agent_alert, news, ring
 from hive_core.schema import AgentSpec
@@ -41,7 +42,7 @@ def state(**fields: object) -> AgentState:
     ],
 )
 def test_what_makes_an_agent_need_the_person(fields: dict[str, object], key: str | None) -> None:
-    alert = agent_alert(state(**fields))
+    alert = agent_alert(agent_view(state(**fields)))
     assert (alert.key if alert else None) == key
 
 

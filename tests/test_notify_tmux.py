@@ -7,7 +7,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -41,10 +40,8 @@ def office_in_tmux() -> Iterator[tuple[HivePaths, Tmux]]:
     try:
         yield paths, tmux
     finally:
-        subprocess.run([*tmux.base, "send-keys", "-t", "office:0", "C-]", "q"], check=False)
-        end = time.monotonic() + 30
-        while paths.control_socket.exists() and time.monotonic() < end:
-            time.sleep(0.1)
+        # The office outlives the app (issue 11): stop it, then end tmux.
+        subprocess.run([app, "stop", "--home", str(paths.home)], capture_output=True)
         subprocess.run([*tmux.base, "kill-server"], check=False)
         shutil.rmtree(paths.home.parent, ignore_errors=True)
 

@@ -203,7 +203,7 @@ async def test_an_exited_agents_last_screen_is_kept_in_every_layout() -> None:
         pane = app.pane("jim")
         await until(pilot, lambda: pane.render_line(0).text.startswith("READY"), "jim ready")
         await pilot.press("x")
-        await until(pilot, lambda: app.office.states["jim"].status == "exited", "jim's exit")
+        await until(pilot, lambda: app.link.office.states["jim"].status == "exited", "jim's exit")
         await until(pilot, lambda: pane.exited, "the pane to know")
         last = screen(pane)
         assert last[0] == ("00" + "#" * pane.size.width)[: pane.size.width]

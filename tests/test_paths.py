@@ -23,14 +23,18 @@ HOME_KINDS: dict[str, PlaceKind] = {
     "hive": "hive",
     "run": "run",
     "pid_file": "run",
+    "office_log": "run",
     "health_file": "run",
     "usage_file": "run",
     "kick_socket": "run",
     "hook_socket": "run",
     "control_socket": "run",
+    "client_socket": "run",
+    "clients_file": "run",
     "threads": "run",
     "memory_lock": "run",
     "tasks_lock": "run",
+    "leases_lock": "run",
     "agent_settings": "agent_settings",
     # An agent's worktree is its working folder, like any folder of its own in the home.
     "worktrees": "home_other",
@@ -42,6 +46,7 @@ HOME_KINDS: dict[str, PlaceKind] = {
     "registry": "registry",
     "board": "board",
     "tasks": "tasks",
+    "leases": "leases",
     "log": "log",
     "log_segments": "log_segment",
     "triage": "triage",
@@ -248,6 +253,9 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("hive_core/committer.py", ".git"): (
         "git's own layout inside any repository the committer writes (ensure_repo, never "
         "staging .git itself), not the office's"
+    ),
+    ("hive_core/leases.py", ".git"): (
+        "git's own layout in the person's repositories (which one holds a leased file)"
     ),
 }
 

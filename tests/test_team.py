@@ -66,7 +66,7 @@ async def test_a_team_delivers_and_the_person_answers(monkeypatch: pytest.Monkey
     app = HiveApp(Office(paths))
     try:
         async with app.run_test(size=(160, 48)) as pilot:
-            office = app.office
+            office = app.link.office
             # Both tasks are reported done and recorded by the manager.
             await until(
                 pilot,

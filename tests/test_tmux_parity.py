@@ -12,6 +12,7 @@ without a client): the child must receive the clicked cell, as xterm's protocol 
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 import shutil
 import sys
@@ -116,11 +117,48 @@ def showing(office: TmuxOffice, text: str) -> None:
     def shown(screen: Grid) -> bool:
         return any(text in row_text(row) for row in screen)
 
-    wait_for(
-        lambda: shown(office.ref_screen()) and shown(office.office_screen()),
-        f"{text!r} in both panes",
-        MATCH_S,
-    )
+    try:
+        wait_for(
+            lambda: shown(office.ref_screen()) and shown(office.office_screen()),
+            f"{text!r} in both panes",
+            MATCH_S,
+        )
+    except AssertionError:
+        screens = {"office": office.office_screen(), "tmux": office.ref_screen()}
+        pytest.fail(
+            f"{office.layout} layout: {text!r} not in both panes:\n"
+            + "\n".join(
+                f"--- {name}\n" + "\n".join(row_text(row).rstrip() for row in grid)
+                for name, grid in screens.items()
+            ),
+            pytrace=False,
+        )
+
+
+_MARKS = itertools.count()
+
+
+def back_at_prompt(office: TmuxOffice) -> None:
+    """Wait until the shell reads again in both panes. A program that is quitting may
+    drop keys typed meanwhile (vim and less flush their input as they restore the
+    terminal), and a screen compared then can match the program's last screen in both
+    panes. So: echo a mark, and type it again (after ctrl+u) until the shell runs it."""
+    mark = f"back-{next(_MARKS)}"
+    for target, screen in (("office", office.office_screen), ("ref", office.ref_screen)):
+
+        def ran(screen: Callable[[], Grid] = screen) -> bool:
+            return any(row_text(row).rstrip() == mark for row in screen())
+
+        for _ in range(5):
+            office.tmux.keys(target, "C-u")
+            office.tmux.type(target, f"echo {mark}")
+            try:
+                wait_for(ran, f"{mark} in the {target} pane", 2)
+                break
+            except AssertionError:
+                continue
+        else:
+            pytest.fail(f"the shell in the {target} pane never ran `echo {mark}`")
 
 
 @contextmanager
@@ -235,6 +273,7 @@ def vim_split(office: TmuxOffice) -> None:
         office.both(":3")
         same_screen(office)
     office.both(":qa!")
+    back_at_prompt(office)
     same_screen(office)
 
 
@@ -243,6 +282,7 @@ def less_prompt(office: TmuxOffice) -> None:
         office.keys_both("Space")
         same_screen(office)
     office.keys_both("q")
+    back_at_prompt(office)
     same_screen(office)
 
 
@@ -263,6 +303,7 @@ def top(office: TmuxOffice) -> None:
         same_screen(office, rows=_masked)
     finally:
         office.keys_both("q")
+    back_at_prompt(office)
     # top leaves its last screen as it was, the cursor on the last row.
     same_screen(office, rows=_masked)
 

@@ -86,8 +86,11 @@ def office_in_tmux() -> Iterator[tuple[ClaudeOffice, Tmux]]:
         yield office, tmux
     finally:
         if office.registry():
-            subprocess.run([*tmux.base, "send-keys", "-t", "office", "C-]", "q"], check=False)
-            wait_for(lambda: "Michael" not in tmux.screen(), "the app to quit on ctrl+] q", 30)
+            # The office outlives the app (issue 11): `stop` ends it, and the app with it.
+            subprocess.run(
+                [BIN / "hive-office", "stop", "--home", str(office.home)], capture_output=True
+            )
+            wait_for(lambda: "Michael" not in tmux.screen(), "the app to leave", 30)
             wait_for(lambda: not office.agent_pids(), "the office to stop its agents", 30)
         subprocess.run([*tmux.base, "kill-server"], check=False)
         office.close()

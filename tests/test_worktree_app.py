@@ -42,12 +42,12 @@ async def app() -> AsyncIterator[HiveApp]:
 
 
 async def test_prefix_d_shows_each_agents_changed_files_and_their_hunks(app: HiveApp) -> None:
-    worktree = app.office.paths.worktree("jim")
+    worktree = app.link.office.paths.worktree("jim")
     async with app.run_test(size=(160, 48)) as pilot:
-        await until(pilot, lambda: app.office.supervisor.sessions.get("jim"), "jim started")
+        await until(pilot, lambda: app.link.office.supervisor.sessions.get("jim"), "jim started")
         (worktree / "a.txt").write_text("a\njim was here\n")
         (worktree / "notes.md").write_text("# notes\n")
-        await pilot.press(PREFIX, "d")
+        await pilot.press(PREFIX, "v")
         screen = await until(
             pilot, lambda: isinstance(app.screen, DiffScreen) and app.screen, "the Diff view"
         )

@@ -421,11 +421,12 @@ class TmuxOffice:
             self.tmux.keys(target, *keys)
 
     def close(self) -> None:
-        """Quit the app as a person would (its agents stop with it), then end tmux."""
-        if not self.app_exited():
-            self.tmux.keys("office", PREFIX_KEY, "q")
-            # If the app does not quit, kill-server hangs up its terminal: it exits then,
-            # and the office's guard ends its agents.
-            with contextlib.suppress(AssertionError):
-                wait_for(self.app_exited, "the app to quit", 20)
+        """Stop the office (its agents stop with it; the app, its client, leaves when it
+        goes), then end tmux. The office outlives the app, so ending tmux alone would
+        leave it running (issue 11)."""
+        subprocess.run(
+            [str(BIN / "hive-office"), "stop", "--home", str(self.home)], capture_output=True
+        )
+        with contextlib.suppress(AssertionError):
+            wait_for(self.app_exited, "the app to quit", 20)
         self.tmux.kill()

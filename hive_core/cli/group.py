@@ -49,6 +49,8 @@ _LAZY = {
     "ci-logs": ("hive_core.cli.ci_cmd", "ci_group"),
     "mcp": ("hive_core.cli.mcp_cmd", "mcp_command"),
     "merge": ("hive_core.cli.worktree_cmd", "hive_merge"),
+    "lease": ("hive_core.cli.lease_cmd", "lease_command"),
+    "release": ("hive_core.cli.lease_cmd", "release_command"),
 }
 
 

@@ -25,7 +25,7 @@ from hive_core.cli.render import one_line
 from hive_core.cli.worktree_cmd import OFFICE_COMMANDS
 from hive_core.config import ConfigError, load_office
 from hive_core.hive import init_office, tighten_modes
-from hive_core.office import Office, OfficeBusy, office_lock
+from hive_core.office import Office, OfficeBusy, daemon, office_lock
 from hive_core.paths import HivePaths, resolve_home
 from hive_core.schema import ControlReply, ControlRequest
 
@@ -132,7 +132,8 @@ def serve(ctx: click.Context, home: str | None, no_agents: bool) -> None:
         with office_lock(paths), repo_refusals(paths):
             office = Office(paths, config, agents=not no_agents)
             click.echo(f"hive-office: serving {paths.home} (pid {os.getpid()}); Ctrl+C to stop.")
-            asyncio.run(_serve(office, early))
+            with daemon.listed(paths):
+                asyncio.run(_serve(office, early))
     except OfficeBusy as e:
         fail(str(e))
     click.echo("hive-office: stopped.")
@@ -146,6 +147,28 @@ async def _serve(office: Office, early: list[int]) -> None:
     if early:
         stop.set()
     await office.run(stop)
+
+
+@cli.command()
+@click.option("--home", metavar="DIR", help=HOME_HELP)
+@click.pass_context
+def stop(ctx: click.Context, home: str | None) -> None:
+    """Stop the running office: its agents stop, waiting mail is routed, a last commit
+    is made, and the office's process exits (this waits until it is gone)."""
+    paths = _paths(home or ctx.obj["home"])
+    try:
+        pid = daemon.stop(paths)
+    except (daemon.NotRunning, daemon.StopTimeout) as e:
+        fail(str(e))
+    click.echo(
+        f"hive-office: the office of {paths.home} (pid {pid}) stopped; its agents stopped with it."
+    )
+
+
+@cli.command("ls")
+def list_offices() -> None:
+    """The offices of this user on this machine: home, pid, agents running, clients attached."""
+    click.echo(daemon.render(daemon.offices()))
 
 
 @cli.command()

@@ -436,8 +436,20 @@ def retry(task_id: str, to: str | None) -> None:
       hive task retry t3 --to pam
     """
     caller = _writer()
+    with _ledger_errors():
+        retried, request = retry_as(caller, task_id, to)
+    click.echo(f"{task_id} is attempt {retried.attempts}, assigned to {retried.assignee}")
+    if request is not None:
+        post(caller, request)
+
+
+def retry_as(caller: Caller, task_id: str, to: str | None) -> tuple[Task, Draft | None]:
+    """Retry task ID for a caller who may change the ledger (the CLI's `retry` and the
+    app's task screen): the ledger written, and the request still to send to the
+    assignee (None: the caller holds the task). Refused (a LedgerError, or a HiveError
+    for mail the assignee cannot get) before anything is written."""
     paths = caller.paths
-    with tasks.locked(paths), _ledger_errors():
+    with tasks.locked(paths):
         ledger, retried = tasks.retry_task(
             tasks.load_ledger(paths.tasks),
             task_id,
@@ -447,9 +459,7 @@ def retry(task_id: str, to: str | None) -> None:
         )
         request = _retry_request(caller, retried)
         tasks.save_ledger(paths.tasks, ledger)
-    click.echo(f"{task_id} is attempt {retried.attempts}, assigned to {retried.assignee}")
-    if request is not None:
-        post(caller, request)
+    return retried, request
 
 
 def _retry_request(caller: Caller, task: Task) -> Draft | None:

@@ -19,6 +19,7 @@ from typing import Any
 from hive_core.agents.provider import CanonicalEvent, HookDecision
 from hive_core.ci_logs import rewrite_command
 from hive_core.events.shellwords import Simple, commands, program
+from hive_core.leases import Lease, holder_of, refusal
 from hive_core.paths import HivePaths, Place
 from hive_core.routing.marks import caution
 from hive_core.schema import Status
@@ -139,6 +140,11 @@ class OfficeFacts:
     # links followed). Given by the office so this module stays pure; home, hive and
     # hook_program must already be in that form. Tests give a lexical one.
     resolve: Callable[[str], str] = os.path.normpath
+    # The live file leases (the plane drops expired ones and those of done tasks), and
+    # where a resolved path is: (repository, path relative to its top), leases.py's
+    # `Repositories.place`, given by the office (it reads the disk).
+    leases: Sequence[Lease] = ()
+    repo_place: Callable[[str], tuple[str, str]] | None = None
 
 
 @dataclass(frozen=True)
@@ -421,7 +427,13 @@ def _write_refusal(path: Path, agent: AgentView, office: OfficeFacts) -> str | N
     if office.hook_program is not None and _inside(path, office.hook_program):
         return _locked("The hook program (cth_hook)")
     place = HivePaths(office.home).locate(path)
-    return None if place is None else _place_refusal(place, agent, office)
+    if place is not None and place.kind != "home_other":
+        return _place_refusal(place, agent, office)
+    if not office.leases or office.repo_place is None:
+        return None
+    # An agent's worktree is in the home (home_other): a file there may be leased.
+    lease = holder_of(office.leases, *office.repo_place(str(path)), agent.id)
+    return None if lease is None else refusal(lease)
 
 
 # What the office keeps for itself, by HivePaths.locate's kind, and how to name it.

@@ -8,6 +8,7 @@ renders the reply for that CLI.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -23,6 +24,7 @@ from hive_core.events.decide import AgentView, OfficeFacts, decide
 from hive_core.events.unread import UnreadIndex
 from hive_core.fsio import append_line
 from hive_core.ids import utc_now_iso
+from hive_core.leases import LeaseView, Repositories
 from hive_core.paths import HivePaths
 from hive_core.schema import HookReply, LogEvent, OfficeConfig
 from hive_core.status import Failure
@@ -61,7 +63,9 @@ class EventPlane:
             web_agents=[a.id for a in config.agents if a.web and not a.archived],
             hook_program=Path(os.path.realpath(Path(cth_hook.__file__).parent)),
             resolve=os.path.realpath,
+            repo_place=Repositories().place,
         )
+        self.leases = LeaseView(paths)
 
     def secret_of(self, agent_id: str) -> str | None:
         state = self.states.get(agent_id)
@@ -114,7 +118,10 @@ class EventPlane:
             typed_ago=state.typed_ago(),
             memory=self._memory_of(agent_id) if event.name == "SessionStart" else "",
         )
-        outcome = decide(event, view, unread, self.facts, ids)
+        facts = self.facts
+        if event.name == "PreToolUse" and (held := self.leases.live(time.time())):
+            facts = dataclasses.replace(facts, leases=held)
+        outcome = decide(event, view, unread, facts, ids)
         before = state.status
         with self.states.edit(agent_id):
             # What the explained status reads (hive_core/status.py).

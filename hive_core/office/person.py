@@ -11,7 +11,7 @@ from typing import ClassVar
 
 import msgspec
 
-from hive_core import escalations, tasks
+from hive_core import escalations, leases, tasks
 from hive_core.actions import BY_NAME, Escalation
 from hive_core.agents.state import AgentState, AgentStates
 from hive_core.agents.supervisor import Supervisor
@@ -108,6 +108,9 @@ class PersonActions:
         with self.states.edit(agent_id) as state:
             state.status = "archived"
         self._refloor()
+        # An archived agent works on nothing: its file leases go.
+        if await asyncio.to_thread(leases.drop_holder, self.paths, agent_id):
+            self.committer.touch(self.paths.leases)
         self._agent_log(agent_id, "archived by the person")
 
     async def spawn(self, agent_id: str) -> bool:

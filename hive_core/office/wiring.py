@@ -22,6 +22,9 @@ from hive_core import ci_logs
 from hive_core.agents.providers import providers
 from hive_core.agents.state import AgentState, AgentStates
 from hive_core.agents.supervisor import Supervisor
+from hive_core.clients.protocol import PROTOCOL_VERSION, Welcome
+from hive_core.clients.screens import Screens
+from hive_core.clients.server import ClientServer
 from hive_core.committer import Committer
 from hive_core.config import load_office
 from hive_core.control import ControlServer, keep_sockets
@@ -197,6 +200,36 @@ class Office(PersonActions):
         # A permission prompt left open is told to the manager once (escalations.py).
         self.prompts = PromptTeller(self.config, self.routes.post)
         self.states.listeners.append(self.prompts.changed)
+        # The app attaches here (issue 11); the office keeps every pane's screen for it.
+        self.screens = Screens(self.supervisor)
+        self.clients = ClientServer(
+            paths.client_socket,
+            paths.clients_file,
+            states=self.states,
+            supervisor=self.supervisor,
+            screens=self.screens,
+            perform=self.perform,
+            welcome=self._welcome,
+            problems=lambda: self.health.problems,
+            costs=lambda: (self.cost.agents, self.cost.tasks),
+            log=lambda line: print(f"hive-office: {line}", file=sys.stderr, flush=True),
+        )
+        self.supervisor.sinks.append(self.clients.output)
+        self.listeners.agent.append(self.clients.agent_changed)
+        self.listeners.routed.append(self.clients.routed)
+        self.listeners.hive.append(self.clients.hive_changed)
+        self.listeners.health.append(self.clients.health_changed)
+        self.cost.listeners.append(self.clients.cost_changed)
+
+    def _welcome(self) -> Welcome:
+        return Welcome(
+            version=PROTOCOL_VERSION,
+            office=self.config.office.name,
+            home=str(self.paths.home),
+            roster=[s.id for s in self.states.values() if not s.spec.archived],
+            manager=self.config.office.manager,
+            pid=os.getpid(),
+        )
 
     # --- the wake path ---------------------------------------------------------------
 
@@ -359,6 +392,7 @@ class Office(PersonActions):
         await kicks.start()
         await self.hooks.start()
         await self.control.start()
+        await self.clients.start()
         # The committer stops last, after the final routing pass, so its last commit
         # holds everything.
         commit_stop = asyncio.Event()
@@ -383,7 +417,7 @@ class Office(PersonActions):
             ),
             "sockets": lambda: keep_sockets(
                 stop,
-                [self.control, self.hooks, kicks],
+                [self.control, self.clients, self.hooks, kicks],
                 lambda path: self._office_log(f"{path.name} was gone; listening on it again"),
             ),
         }
@@ -412,6 +446,7 @@ class Office(PersonActions):
             self.registry.dirty.set()
             await self.control.stop()
             await self.supervisor.stop_all()
+            await self.clients.stop()
             await self.hooks.stop()
             await kicks.stop()
             await asyncio.gather(*loops, return_exceptions=True)

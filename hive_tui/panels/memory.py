@@ -7,26 +7,38 @@ knowledge, their own mail); the scope switch widens it to everything, every agen
 private memory included, each result labelled with whose it is (seeds 000/001: the
 person sees the team's notes; only agents are kept out of each other's). The mode
 switch (keyword, semantic, hybrid) is there when the `semantic` extra is installed.
+
+On a picked result `f` forgets the entry (asked first) and `e` edits its text, as the
+person, through hive_core.memory's forget and edit (what `hive memory forget/edit` call):
+office knowledge (board, promoted) yes; an agent's private memory, mail, tasks and
+triage no, and the refusal is said with nothing changed.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
-from typing import cast
+from typing import ClassVar, cast
 
 from rich.markup import escape
 from textual import on
 from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Input, OptionList, Select, Static
 from textual.widgets.option_list import Option
 
 from hive_core.cli.render import clean
-from hive_core.memory import Hit, embed
+from hive_core.memory import Hit, edit, embed, forget, open_store
 from hive_core.memory.store import Mode, SearchScope
+from hive_core.memory.write import changeable
+from hive_core.paths import HivePaths
+from hive_core.schema import HUMAN
+from hive_tui.screens.confirm import ConfirmScreen
+from hive_tui.screens.memory_edit import REFUSALS, MemoryEditScreen
 
 Search = Callable[[str, SearchScope, Mode], list[Hit]]
 SNIPPET_CHARS = 90
@@ -46,6 +58,7 @@ COVERS: dict[SearchScope, str] = {
     "all": "Everything: the office and every agent's private memory, labelled by owner.",
     "own": "",
 }
+KEYS = "↑↓ pick a result · f forget it · e edit it"
 
 
 def label(hit: Hit) -> str:
@@ -66,7 +79,15 @@ class MemoryPanel(Vertical):
     MemoryPanel OptionList { height: 1fr; min-height: 5; }
     MemoryPanel #memory-source { height: 1fr; border-top: solid $panel; }
     MemoryPanel #memory-status { color: $text-muted; height: auto; }
+    MemoryPanel #memory-keys { color: $text-muted; height: auto; }
+    MemoryPanel #memory-said { height: auto; }
+    MemoryPanel #memory-said.refused { color: $error; }
     """
+    # On the results only: in the query box f and e are letters.
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("f", "forget", "forget"),
+        Binding("e", "edit", "edit"),
+    ]
 
     def __init__(
         self, search: Search, hive: Path, *, semantic: bool | None = None, id: str | None = None
@@ -74,6 +95,8 @@ class MemoryPanel(Vertical):
         super().__init__(id=id)
         self._search = search
         self._hive = hive
+        # The hive is HivePaths.hive, the home's `hive` folder: forget and edit need the home.
+        self._paths = HivePaths(hive.parent)
         self._hits: list[Hit] = []
         self._query = ""
         # The mode switch only where semantic search can run (the extra is installed).
@@ -87,6 +110,8 @@ class MemoryPanel(Vertical):
                 yield Select(MODES, value="keyword", allow_blank=False, id="memory-mode")
         yield Static(self._covers("office"), id="memory-status")
         yield OptionList(id="memory-results")
+        yield Static(KEYS, id="memory-keys")
+        yield Static("", id="memory-said")
         with VerticalScroll(id="memory-source"):
             yield Static("", id="memory-text")
 
@@ -150,6 +175,8 @@ class MemoryPanel(Vertical):
         if self._hits:
             results.highlighted = 0
             results.focus()
+        else:
+            self.query_one("#memory-text", Static).update("")
 
     @on(OptionList.OptionHighlighted, "#memory-results")
     @on(OptionList.OptionSelected, "#memory-results")
@@ -165,3 +192,77 @@ class MemoryPanel(Vertical):
             text = entry.text  # the file moved on (read, tidied): the indexed text stands
         head = f"[b]{escape(entry.path)}[/b]  {entry.source}, {escape(entry.whose)}\n\n"
         self.query_one("#memory-text", Static).update(head + escape(clean(text)))
+
+    # --- forget and edit, as the person -----------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("forget", "edit"):
+            return self.query_one("#memory-results", OptionList).has_focus
+        return True
+
+    def _picked(self) -> Hit | None:
+        results = self.query_one("#memory-results", OptionList)
+        if results.highlighted is None:
+            return None
+        picked = results.get_option_at_index(results.highlighted).id
+        return next((h for h in self._hits if h.id == picked), None)
+
+    def _say(self, text: str, *, refused: bool = False) -> None:
+        said = self.query_one("#memory-said", Static)
+        said.update(escape(text))
+        said.set_class(refused, "refused")
+
+    def _refusal(self, entry_id: str) -> str | None:
+        """Why the person may not change the entry, or None (on a thread: SQLite, and
+        office.toml for who the manager is)."""
+        try:
+            with open_store(self._paths) as store:
+                changeable(self._paths, store, entry_id, HUMAN)
+        except REFUSALS as exc:
+            return str(exc)
+        return None
+
+    def action_forget(self) -> None:
+        hit = self._picked()
+        if hit is not None:
+            self.run_worker(self._forget(hit), group="memory-change", exclusive=True)
+
+    def action_edit(self) -> None:
+        hit = self._picked()
+        if hit is not None:
+            self.run_worker(self._edit(hit), group="memory-change", exclusive=True)
+
+    async def _forget(self, hit: Hit) -> None:
+        # Asked only when it may be done: a refusal comes before the question.
+        if (why := await asyncio.to_thread(self._refusal, hit.id)) is not None:
+            self._say(why, refused=True)
+            return
+        entry = hit.entry
+        question = (
+            f"Forget {hit.id} ({entry.source}, {entry.whose})? It is taken out of {entry.path}."
+        )
+        if not await self.app.push_screen_wait(ConfirmScreen(question)):
+            return
+        try:
+            await asyncio.to_thread(forget, self._paths, hit.id, HUMAN)
+        except REFUSALS as exc:
+            self._say(str(exc), refused=True)
+            return
+        self._say(f"Forgot {hit.id} ({entry.source} in {entry.path}).")
+        self._start()
+
+    async def _edit(self, hit: Hit) -> None:
+        # Checked before the text opens for editing, as `hive memory edit` does.
+        if (why := await asyncio.to_thread(self._refusal, hit.id)) is not None:
+            self._say(why, refused=True)
+            return
+        save = partial(self._save, hit.id)
+        said = await self.app.push_screen_wait(MemoryEditScreen(hit.entry, save))
+        if said is not None:
+            self._say(said)
+            self._start()
+
+    def _save(self, entry_id: str, text: str) -> str:
+        """On the edit screen's thread."""
+        changed = edit(self._paths, entry_id, HUMAN, text)
+        return f"Edited {entry_id}; it is now {changed.id} ({changed.path})."

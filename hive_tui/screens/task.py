@@ -2,7 +2,11 @@
 history, oldest first: the ledger's dated facts (created, each question asked and
 answered) and every change to it the hive's git history holds (the office commits the
 ledger as it changes: status, assignee, priority, title, dependencies, result). Agents
-write titles, specs and questions: all shown as Text."""
+write titles, specs and questions: all shown as Text.
+
+`r` retries the task as the person, as `hive task retry ID [--to AGENT]` does (the same
+function): one more attempt, status doing, and the assignee mailed the spec with the
+last checkpoint."""
 
 from __future__ import annotations
 
@@ -13,16 +17,26 @@ from typing import ClassVar
 
 import msgspec
 import pygit2
+from rich.markup import escape
 from rich.text import Text
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import VerticalScroll
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Static
+from textual.widgets import Button, Input, Label, Static
 
+from hive_core.caller import Caller
+from hive_core.cli.common import HiveError
 from hive_core.cli.render import clean, one_line
-from hive_core.schema import Ledger, Task
+from hive_core.cli.task_cmd import retry_as
+from hive_core.config import ConfigError, load_office
+from hive_core.mail import send
+from hive_core.paths import HivePaths
+from hive_core.schema import HUMAN, Ledger, Task
+from hive_core.tasks import LedgerError
 from hive_tui.panels.tasks import task_detail
+from hive_tui.screens.form import FormScreen
 
 EVENT_WIDTH = 70
 # Commits walked back for one task's history (the office commits at most twice a second).
@@ -100,12 +114,100 @@ def committed_versions(repo_path: Path, task_id: str) -> list[tuple[str, Task | 
 
 def task_text(task: Task, committed: list[Event]) -> Text:
     text = task_detail(task)
+    text.append(f"\n\nAttempt {task.attempts}\n", "bold underline")
+    if task.checkpoint:
+        by, at = clean(task.checkpoint_by or "-"), task.checkpoint_at or "-"
+        text.append(f"checkpoint by {by}, {at}\n", "dim")
+        text.append(clean(task.checkpoint).strip())
+    else:
+        text.append("no checkpoint recorded (`hive task checkpoint ID TEXT`)", "dim")
     text.append("\n\nHistory\n", "bold underline")
     for when, what in sorted([*ledger_facts(task), *committed], key=lambda e: e[0][:19]):
         text.append(f"{when[:19].replace('T', ' ')}  ", "dim")
         text.append(one_line(what, EVENT_WIDTH) + "\n")
-    text.append("\nesc closes this; open questions are answered from the Inbox.", "dim")
+    text.append(
+        "\nr retries it; esc closes this; open questions are answered from the Inbox.", "dim"
+    )
     return text
+
+
+def retry_for_person(paths: HivePaths, task_id: str, to: str | None) -> tuple[Task | None, str]:
+    """`hive task retry` as the person (on a thread: the ledger lock, disk, the router's
+    nudge): the task as retried and what was done, or None and why not."""
+    try:
+        # office.toml as it is now: an agent hired since the app started can take it.
+        caller = Caller(paths, load_office(paths.office_toml), HUMAN, proven=True)
+        retried, request = retry_as(caller, task_id, to)
+    except (ConfigError, LedgerError, HiveError, OSError) as e:
+        return None, str(e)
+    said = f"{task_id} is attempt {retried.attempts}, assigned to {retried.assignee}"
+    if request is None:
+        return retried, f"{said}."
+    try:
+        # Checked by retry_as before the ledger was written; only the disk can fail here.
+        send(paths, caller.config, HUMAN, request)
+    except OSError as e:
+        return retried, f"{said}, but the request to {request.to} was not written: {e}"
+    carries = "the last checkpoint" if retried.checkpoint else "the spec (no checkpoint)"
+    return retried, f"{said}; the request with {carries} went to {request.to}."
+
+
+class RetryScreen(FormScreen[str]):
+    """Who takes the task again (its assignee unless the person names another); the
+    retry runs here so a refusal is said while the form stays open. Returns what was
+    done, or None if the person cancelled."""
+
+    DEFAULT_CSS = """
+    RetryScreen { align: center middle; }
+    #retry { width: 72; height: auto; border: round $warning; background: $surface; padding: 0 1; }
+    #retry Horizontal { height: auto; }
+    #error { color: $error; height: auto; }
+    """
+
+    def __init__(self, task: Task, paths: HivePaths) -> None:
+        super().__init__()
+        self.task_retried = task
+        self.paths = paths
+        # What the retry left the task as (None until it is retried).
+        self.retried: Task | None = None
+        self._busy = False
+
+    def compose(self) -> ComposeResult:
+        task = self.task_retried
+        with Vertical(id="retry"):
+            yield Label(
+                f"Retry {clean(task.id)} as attempt {task.attempts + 1} "
+                "(ctrl+s or enter retries, esc cancels)"
+            )
+            yield Label("Give it to (empty: its assignee):")
+            yield Input(task.assignee or "", placeholder="agent id", id="retry-to")
+            yield Label("", id="error")
+            with Horizontal():
+                yield Button("Retry", variant="warning", id="send-button")
+                yield Button("Cancel", id="cancel-button")
+
+    def on_mount(self) -> None:
+        self.query_one("#retry-to", Input).focus()
+
+    @on(Input.Submitted, "#retry-to")
+    async def submitted(self) -> None:
+        await self.run_action("send")
+
+    def action_send(self) -> None:
+        if self._busy:
+            return
+        self._busy = True
+        to = self.query_one("#retry-to", Input).value.strip() or None
+        self.run_worker(self._retry(to), exclusive=True)
+
+    async def _retry(self, to: str | None) -> None:
+        task_id = self.task_retried.id
+        self.retried, said = await asyncio.to_thread(retry_for_person, self.paths, task_id, to)
+        self._busy = False
+        if self.retried is None:
+            self.error(escape(said))
+            return
+        self.dismiss(said)
 
 
 class TaskScreen(ModalScreen[None]):
@@ -114,25 +216,46 @@ class TaskScreen(ModalScreen[None]):
     DEFAULT_CSS = """
     TaskScreen { align: center middle; }
     #task { width: 100; max-width: 100%; height: auto; max-height: 100%; border: round $accent; background: $surface; padding: 1 2; }
+    #task-said { height: auto; }
     """
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,enter", "dismiss", "close")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,q,enter", "dismiss", "close"),
+        Binding("r", "retry", "retry"),
+    ]
 
     def __init__(self, task: Task, repo_path: Path) -> None:
         super().__init__()
         self.task_shown = task
         self.repo_path = repo_path
+        # The hive is HivePaths.hive, the home's `hive` folder: the retry needs the home.
+        self.paths = HivePaths(repo_path.parent)
         # Set once the git history is read and shown.
         self.history_read = False
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="task"):
-            yield Static(task_text(self.task_shown, []), markup=False)
+            yield Static(task_text(self.task_shown, []), markup=False, id="task-text")
+            yield Static("", markup=False, id="task-said")
 
     def on_mount(self) -> None:
         self.query_one("#task").focus()
         self.run_worker(self._read_history(), exclusive=True)
 
     async def _read_history(self) -> None:
+        self.history_read = False
         versions = await asyncio.to_thread(committed_versions, self.repo_path, self.task_shown.id)
-        self.query_one("#task Static", Static).update(task_text(self.task_shown, changes(versions)))
+        self.query_one("#task-text", Static).update(task_text(self.task_shown, changes(versions)))
         self.history_read = True
+
+    def action_retry(self) -> None:
+        form = RetryScreen(self.task_shown, self.paths)
+
+        def done(said: str | None) -> None:
+            if said is None or form.retried is None:
+                return
+            self.task_shown = form.retried
+            self.query_one("#task-said", Static).update(Text(f"\n{said}", "bold green"))
+            self.query_one("#task-text", Static).update(task_text(self.task_shown, []))
+            self.run_worker(self._read_history(), exclusive=True)
+
+        self.app.push_screen(form, done)
