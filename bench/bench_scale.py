@@ -7,7 +7,8 @@
            textual.app"` timed the same way (the floor for any Textual app; the machine is
            shared, so the ratio is the steadier figure). Target <= 0.8 s.
   idle     the last launch stays open: after the agents have settled, CPU of the office
-           (the app's process, which runs the office, and its helper processes) over
+           (the app, a client, and the office it started in the background, with their
+           helper processes) over
            --seconds. Target <= 2% of one core.
   memory   in the same office: PSS and RSS of the office and its helpers, the agents' own
            processes excluded (those carrying HIVE_AGENT_ID, and their children), divided
@@ -39,6 +40,7 @@ from bench_app import BIN, quit_app, read_until, spawn
 from bench_route import bench_burst
 from figures import figure
 
+from hive_core.paths import HivePaths
 from hive_core.terminal.emulator import GhosttyEmulator
 
 ROWS, COLS = 48, 160
@@ -133,15 +135,16 @@ def _stat(pid: int) -> list[str]:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
 
 
-def office_processes(root: int) -> list[int]:
-    """root and its descendants, minus agents' processes (HIVE_AGENT_ID) and theirs."""
+def office_processes(roots: list[int]) -> list[int]:
+    """The roots and their descendants, minus agents' processes (HIVE_AGENT_ID) and
+    theirs."""
     children: dict[int, list[int]] = {}
     for name in filter(str.isdigit, os.listdir("/proc")):
         try:
             children.setdefault(int(_stat(int(name))[1]), []).append(int(name))
         except OSError:
             continue
-    found, todo = [], [root]
+    found, todo = [], list(roots)
     while todo:
         pid = todo.pop()
         try:
@@ -153,6 +156,11 @@ def office_processes(root: int) -> list[int]:
         found.append(pid)
         todo += children.get(pid, [])
     return found
+
+
+def office_pid(home: Path) -> int:
+    """The office the app started in the background and attached to (issue 11)."""
+    return int(HivePaths(home).pid_file.read_text().split()[0])
 
 
 def cpu_seconds(pids: list[int]) -> float:
@@ -174,16 +182,16 @@ class Memory:
     helpers_pss_mb: float  # of that, processes other than the app's own (the guard)
 
 
-def memory(root: int) -> Memory:
+def memory(roots: list[int]) -> Memory:
     pss = rss = helpers = 0
-    pids = office_processes(root)
+    pids = office_processes(roots)
     for pid in pids:
         fields = {}
         for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()[1:]:
             key, value = line.split(":", 1)
             fields[key] = int(value.split()[0])
         pss, rss = pss + fields["Pss"], rss + fields["Rss"]
-        if pid != root:
+        if pid not in roots:
             helpers += fields["Pss"]
     return Memory(pss / 1024, rss / 1024, len(pids), helpers / 1024)
 
@@ -225,11 +233,12 @@ def launch_runs(n: int, runs: int, seconds: float, idle: bool) -> tuple[Frames, 
                 if run < runs - 1 or not idle:
                     continue
                 screen.drain(SETTLE_S)
-                pids = office_processes(screen.proc.pid)
+                roots = [screen.proc.pid, office_pid(home)]
+                pids = office_processes(roots)
                 c0, t0 = cpu_seconds(pids), time.monotonic()
                 screen.drain(seconds)
                 c1, t1 = cpu_seconds(pids), time.monotonic()
-                return frames, Idle(100 * (c1 - c0) / (t1 - t0), t1 - t0, memory(screen.proc.pid))
+                return frames, Idle(100 * (c1 - c0) / (t1 - t0), t1 - t0, memory(roots))
     return frames, None
 
 
@@ -239,7 +248,7 @@ def one_agent_memory() -> Memory:
         with app(home) as (screen, start):
             until_every_name(screen, start, [name_of(agent_ids(1)[0])], 60)
             screen.drain(SETTLE_S)
-            return memory(screen.proc.pid)
+            return memory([screen.proc.pid, office_pid(home)])
 
 
 def report_frame(n: int, frames: Frames) -> None:

@@ -86,6 +86,16 @@ class HivePaths(NamedTuple):
     def agent_settings(self) -> Path:
         return self.home / "agent-settings"
 
+    def settings_file(self, agent_id: str, suffix: str = ".json") -> Path:
+        """A file the office writes for one agent's CLI (Claude's settings, its MCP
+        config: `.mcp.json`); agents never write here (events/decide.py)."""
+        return self.agent_settings / f"{agent_id}{suffix}"
+
+    def provider_home(self, provider: str, agent_id: str) -> Path:
+        """A per-agent home the office lays out for a CLI that reads its settings from
+        a folder (CODEX_HOME, Gemini's system settings)."""
+        return self.agent_settings / provider / agent_id
+
     @property
     def worktrees(self) -> Path:
         """The agents' git worktrees, one folder each (hive_core/worktrees.py)."""

@@ -183,7 +183,7 @@ class HiveApp(App[None], inherit_bindings=False):
                 with TabPane("Inbox", id="tab-inbox"):
                     yield InboxPanel(id="inbox")
                 with TabPane("Memory", id="tab-memory"):
-                    yield MemoryPanel(self._memory_search, self.link.paths.hive, id="memory")
+                    yield MemoryPanel(self._memory_search, self.link.paths, id="memory")
         yield Static("", id="health")
         yield KeyLine(self.prefix_label, id="keys")
 
@@ -413,7 +413,7 @@ class HiveApp(App[None], inherit_bindings=False):
     def _open_task(self, event: TasksPanel.Open) -> None:
         task = self.query_one(TasksPanel).task_of(event.task_id)
         if task is not None:
-            self.push_screen(TaskScreen(task, self.link.paths.hive))
+            self.push_screen(TaskScreen(task, self.link.paths))
 
     @on(InboxPanel.Open)
     def _open_mail(self, event: InboxPanel.Open) -> None:

@@ -134,7 +134,7 @@ class ClaudeProvider:
         return "Log in with `claude` once, or set ANTHROPIC_API_KEY."
 
     def settings_path(self, ctx: LaunchContext) -> Path:
-        return ctx.paths.agent_settings / f"{ctx.agent.id}.json"
+        return ctx.paths.settings_file(ctx.agent.id)
 
     def prepare(self, ctx: LaunchContext) -> Launch:
         path = self.settings_path(ctx)
@@ -144,7 +144,7 @@ class ClaudeProvider:
         # Read-only on disk too: no agent needs to change its settings.
         atomic_write(path, msgspec.json.format(msgspec.json.encode(settings)), mode=READ_ONLY_MODE)
         env = office_env(ctx)
-        mcp = ctx.paths.agent_settings / f"{ctx.agent.id}.mcp.json"
+        mcp = ctx.paths.settings_file(ctx.agent.id, ".mcp.json")
         hive = shutil.which("hive", path=env["PATH"]) or "hive"
         atomic_write(
             mcp, msgspec.json.format(msgspec.json.encode(mcp_config_for(hive))), mode=READ_ONLY_MODE

@@ -96,7 +96,7 @@ _CONTEXT_EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse")
 
 
 def codex_home(paths: HivePaths, agent_id: str) -> Path:
-    return paths.agent_settings / "codex" / agent_id
+    return paths.provider_home("codex", agent_id)
 
 
 def config_toml(ctx: LaunchContext) -> str:

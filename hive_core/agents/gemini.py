@@ -106,7 +106,7 @@ _FORWARDED = ("HIVE_HOME", "HIVE_AGENT_ID", "HIVE_SECRET", "HIVE_SOCKET")
 
 
 def settings_dir(paths: HivePaths, agent_id: str) -> Path:
-    return paths.agent_settings / "gemini" / agent_id
+    return paths.provider_home("gemini", agent_id)
 
 
 def hook_shell_command(hook_command: list[str]) -> str:

@@ -174,16 +174,16 @@ class RouteDriver:
     async def _watch_once(self, stop: asyncio.Event) -> None:
         self.loop = asyncio.get_running_loop()
         hive = self.paths.hive
+        paths = self.paths
         git_dir = str(self.paths.git_dir)
 
         def interesting(_change: Change, path: str) -> bool:
             # Claims (gitignored) and temp files (never committed, never memory) concern
             # no one but their writer, and are half the events of a routing burst.
-            return not (
-                path.startswith(git_dir)
-                or "/outbox/.routing/" in path
-                or os.path.basename(path).startswith(TEMP_PREFIX)
-            )
+            if path.startswith(git_dir) or os.path.basename(path).startswith(TEMP_PREFIX):
+                return False
+            place = paths.locate(path)
+            return place is None or place.kind != "routing"
 
         async for changes in awatch(
             hive,

@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from functools import partial
-from pathlib import Path
 from typing import ClassVar, cast
 
 from rich.markup import escape
@@ -90,13 +89,16 @@ class MemoryPanel(Vertical):
     ]
 
     def __init__(
-        self, search: Search, hive: Path, *, semantic: bool | None = None, id: str | None = None
+        self,
+        search: Search,
+        paths: HivePaths,
+        *,
+        semantic: bool | None = None,
+        id: str | None = None,
     ) -> None:
         super().__init__(id=id)
         self._search = search
-        self._hive = hive
-        # The hive is HivePaths.hive, the home's `hive` folder: forget and edit need the home.
-        self._paths = HivePaths(hive.parent)
+        self._paths = paths
         self._hits: list[Hit] = []
         self._query = ""
         # The mode switch only where semantic search can run (the extra is installed).
@@ -185,7 +187,7 @@ class MemoryPanel(Vertical):
         if hit is None:
             return
         entry = hit.entry
-        path = self._hive / entry.path
+        path = self._paths.hive / entry.path
         try:
             text = path.read_bytes()[:SOURCE_MAX_BYTES].decode("utf-8", errors="replace")
         except OSError:

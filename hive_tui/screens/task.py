@@ -223,12 +223,10 @@ class TaskScreen(ModalScreen[None]):
         Binding("r", "retry", "retry"),
     ]
 
-    def __init__(self, task: Task, repo_path: Path) -> None:
+    def __init__(self, task: Task, paths: HivePaths) -> None:
         super().__init__()
         self.task_shown = task
-        self.repo_path = repo_path
-        # The hive is HivePaths.hive, the home's `hive` folder: the retry needs the home.
-        self.paths = HivePaths(repo_path.parent)
+        self.paths = paths
         # Set once the git history is read and shown.
         self.history_read = False
 
@@ -243,7 +241,7 @@ class TaskScreen(ModalScreen[None]):
 
     async def _read_history(self) -> None:
         self.history_read = False
-        versions = await asyncio.to_thread(committed_versions, self.repo_path, self.task_shown.id)
+        versions = await asyncio.to_thread(committed_versions, self.paths.hive, self.task_shown.id)
         self.query_one("#task-text", Static).update(task_text(self.task_shown, changes(versions)))
         self.history_read = True
 
