@@ -111,6 +111,7 @@ ACTIONS: tuple[PersonAction, ...] = (
         "agent",
         "Why AGENT is shown as it is: its state, one sentence of why, and the evidence.",
         "",
+        key="w",
         reads_only=True,
     ),
     PersonAction(

@@ -30,8 +30,9 @@ from textual.widget import Widget
 from textual.widgets import Static, TabbedContent, TabPane
 
 from hive_core import notify
-from hive_core.actions import PersonAction
+from hive_core.actions import BY_NAME, PersonAction
 from hive_core.agents.state import status_words
+from hive_core.cli.render import why_text
 from hive_core.clients.protocol import AgentView
 from hive_core.cost import label
 from hive_core.health import Problem
@@ -41,7 +42,7 @@ from hive_core.memory.store import Mode, SearchScope
 from hive_core.office import Office
 from hive_core.schema import HUMAN, ControlRequest, Draft, Message
 from hive_core.status import TITLE_KINDS
-from hive_core.worktrees import office_review
+from hive_core.worktrees import office_review, read_overlaps
 from hive_tui.bridge import Bridge, HiveLoaded, MailRouted
 from hive_tui.commands import key_line, person_action, view_action
 from hive_tui.link import LocalLink, OfficeLink, Route
@@ -152,6 +153,7 @@ class HiveApp(App[None], inherit_bindings=False):
         self._problems: dict[str, str] = {}
         self.bridge = Bridge(self, self.link.paths, manager=self.manager, roster=self.roster)
         self.unread: dict[str, int] = {}
+        self.overlapping: set[str] = set()  # agents whose branch touches another's file
         # What the Inbox tab shows: what waits for the person (hive_core/escalations.py).
         self.escalations: dict[str, Message] = {}
         # What has rung the person's terminal (hive_core/notify.py): each thing once.
@@ -193,6 +195,9 @@ class HiveApp(App[None], inherit_bindings=False):
         self._refresh_map()
         self.bridge.everything()
         self._office_worker = self.run_worker(self._run_link(), name="office", exit_on_error=True)
+        # The office's worktree keeper writes the overlaps each pass; read at its pace.
+        self.set_interval(self.link.config.office.worktree_check_s, self._read_overlaps)
+        self._read_overlaps()
         # SIGTERM (a closing SSH session, `kill`) ends the app as the person would: an
         # office in this process stops (agents stopped, last commit); a client detaches.
         asyncio.get_running_loop().add_signal_handler(
@@ -299,6 +304,7 @@ class HiveApp(App[None], inherit_bindings=False):
             needs_you=state.status == "waiting" or (state.manager and bool(self.escalations)),
             paused=state.paused or state.halted,
             missing=state.missing,
+            overlap=state.id in self.overlapping,
         )
 
     def agent_changed(self, state: AgentView) -> None:
@@ -367,6 +373,16 @@ class HiveApp(App[None], inherit_bindings=False):
 
     def hive_changed(self, paths: set[Path]) -> None:
         self.bridge.hive_changed(paths)
+
+    def _read_overlaps(self) -> None:
+        self.run_worker(self._overlaps(), group="overlaps", exclusive=True)
+
+    async def _overlaps(self) -> None:
+        found = await asyncio.to_thread(read_overlaps, self.link.paths)
+        now = {agent for o in found for agent in (o.first, o.second)}
+        if now != self.overlapping:
+            self.overlapping = now
+            self._refresh_map()
 
     def _refresh_map(self) -> None:
         self.query_one(OfficeMap).set_agents([self.info(self.link.view(a)) for a in self.roster])
@@ -438,7 +454,9 @@ class HiveApp(App[None], inherit_bindings=False):
         except OSError as exc:
             self.notify(f"{req.cmd} failed: {exc}", severity="error")
             return
-        if reply.ok:
+        if reply.ok and req.cmd == "why":
+            self.notify(why_text(req.agent or "", reply.detail), timeout=12)
+        elif reply.ok:
             self.notify(reply.detail or f"{req.cmd}: done.")
         else:
             self.notify(reply.error or f"{req.cmd} was refused.", severity="error")
@@ -446,6 +464,10 @@ class HiveApp(App[None], inherit_bindings=False):
     @on(OfficeMap.AgentSelected)
     def _picked(self, message: OfficeMap.AgentSelected) -> None:
         self.focus_agent(message.agent_id)
+
+    @on(OfficeMap.WhyAsked)
+    def _why_asked(self, message: OfficeMap.WhyAsked) -> None:
+        self.act(BY_NAME["why"], message.agent_id)
 
     # --- focus and layouts ------------------------------------------------------------
 
@@ -613,7 +635,9 @@ class HiveApp(App[None], inherit_bindings=False):
 
     def action_diff(self) -> None:
         link = self.link
-        self.push_screen(DiffScreen(lambda: office_review(link.paths, link.config)))
+        self.push_screen(
+            DiffScreen(lambda: office_review(link.paths, link.config), link.paths, link.config)
+        )
 
     def _send(self, draft: Draft | None) -> None:
         if draft is None:

@@ -95,7 +95,7 @@ def view_action(char: str) -> str | None:
 def person_action(char: str, *, held: bool) -> PersonAction | None:
     """The person's action typed as `char` after the prefix; `held` (the agent is paused
     or halted) turns the pause key into resume."""
-    action = next((a for a in KEYED_ACTIONS if a.key == char and a.label), None)
+    action = next((a for a in KEYED_ACTIONS if a.key == char and a.name != "resume"), None)
     if action is not None and action.name == "pause" and held:
         return BY_NAME["resume"]
     return action

@@ -21,7 +21,7 @@ from hive_core import control
 from hive_core.actions import ACTIONS, BY_NAME, Escalation, PersonAction
 from hive_core.cli.common import HOME_HELP
 from hive_core.cli.cost_cmd import cost_command
-from hive_core.cli.render import one_line
+from hive_core.cli.render import one_line, why_text
 from hive_core.cli.worktree_cmd import OFFICE_COMMANDS
 from hive_core.config import ConfigError, load_office
 from hive_core.hive import init_office, tighten_modes
@@ -287,25 +287,9 @@ def _show(action: PersonAction, reply: ControlReply, params: dict[str, Any]) -> 
         waiting = msgspec.json.decode(reply.detail or "[]", type=list[Escalation])
         click.echo(render_escalations(waiting))
     elif action.name == "why" and not params.get("as_json"):
-        click.echo(render_why(params["agent"], reply.detail))
+        click.echo(why_text(params["agent"], reply.detail))
     elif reply.detail:
         click.echo(reply.detail)
-
-
-def render_why(agent: str, detail: str | None) -> str:
-    """`jim: idle_unread`, the sentence, and the evidence (the office's own words)."""
-    from hive_core.status import AgentStatus
-
-    status = msgspec.json.decode(detail or "null", type=AgentStatus | None)
-    if status is None:
-        return f"{agent}: the office has not explained it yet; ask again in a moment."
-    return "\n".join(
-        [
-            f"{agent}: {status.kind}",
-            one_line(status.why, 2000),
-            f"evidence: {one_line(status.evidence, 500)}",
-        ]
-    )
 
 
 def render_escalations(waiting: list[Escalation]) -> str:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+import msgspec
+
 from hive_core.routing.marks import caution
 from hive_core.schema import LogEvent, Message, Registry
 
@@ -141,3 +143,20 @@ def log_event(event: LogEvent) -> str:
         if extra:
             parts.append(f"- {one_line(extra)}")
     return f"{when}  {event.kind:<10}  {'  '.join(parts)}".rstrip()
+
+
+def why_text(agent: str, detail: str | None) -> str:
+    """The office's answer to `why` (an AgentStatus as JSON) as the person reads it, in
+    the CLI and the app alike: `jim: idle_unread`, the sentence, and the evidence."""
+    from hive_core.status import AgentStatus
+
+    status = msgspec.json.decode(detail or "null", type=AgentStatus | None)
+    if status is None:
+        return f"{agent}: the office has not explained it yet; ask again in a moment."
+    return "\n".join(
+        [
+            f"{agent}: {status.kind}",
+            one_line(status.why, 2000),
+            f"evidence: {one_line(status.evidence, 500)}",
+        ]
+    )

@@ -62,6 +62,8 @@ def badges(info: AgentInfo) -> str:
         marks.append("?")
     if info.paused:
         marks.append("‖")
+    if info.overlap:  # its branch and another's touch one file: a merge may conflict
+        marks.append("⚠")
     if info.unread:
         marks.append(f"✉{info.unread}")
     return "".join(marks)
@@ -93,10 +95,18 @@ class OfficeMap(Widget, can_focus=True):
         Binding("tab", "cycle(1)", "Next agent", show=False),
         Binding("shift+tab", "cycle(-1)", "Previous agent", show=False),
         Binding("enter", "choose", "Open agent", show=False),
+        Binding("w", "why", "Why is it so", show=False),
     ]
 
     class AgentSelected(Message):
         """The person picked an avatar (Enter or a click)."""
+
+        def __init__(self, agent_id: str) -> None:
+            super().__init__()
+            self.agent_id = agent_id
+
+    class WhyAsked(Message):
+        """The person asked why the selected agent is shown as it is (w)."""
 
         def __init__(self, agent_id: str) -> None:
             super().__init__()
@@ -368,6 +378,10 @@ class OfficeMap(Widget, can_focus=True):
     def action_choose(self) -> None:
         if self._selected is not None:
             self.post_message(self.AgentSelected(self._selected))
+
+    def action_why(self) -> None:
+        if self._selected is not None:
+            self.post_message(self.WhyAsked(self._selected))
 
     def agent_at(self, x: int, y: int) -> str | None:
         """The agent whose avatar (or, failing that, desk) covers this cell."""
