@@ -515,6 +515,19 @@ def remove(paths: HivePaths, agent_id: str) -> str:
 # --- the office's side ------------------------------------------------------------------
 
 
+def _overlaps_file(paths: HivePaths) -> Path:
+    return paths.worktree_records / "overlaps.json"
+
+
+def read_overlaps(paths: HivePaths) -> list[Overlap]:
+    """The files two agents' branches touch now, as of the keeper's last pass (told.json
+    keeps every overlap ever warned of; this one forgets a pair once it is resolved)."""
+    try:
+        return msgspec.json.decode(_overlaps_file(paths).read_bytes(), type=list[Overlap])
+    except (FileNotFoundError, msgspec.DecodeError):
+        return []
+
+
 class WorktreeKeeper:
     """What a running office does with worktrees: place each agent before its start, and
     every office.worktree_check_s compare branches and warn (once per pair and file) of files
@@ -580,12 +593,15 @@ class WorktreeKeeper:
                 if str(e) not in self._said:
                     self._said.add(str(e))
                     self.log(spec.id, f"its worktree cannot be compared with the others: {e}")
+        found = overlaps(changes)
+        if found != read_overlaps(self.paths):
+            _write(_overlaps_file(self.paths), found)
         told_file = self.paths.worktree_records / "told.json"
         try:
             told = set(msgspec.json.decode(told_file.read_bytes(), type=list[Overlap]))
         except (FileNotFoundError, msgspec.DecodeError):
             told = set()
-        news = [o for o in overlaps(changes) if o not in told]
+        news = [o for o in found if o not in told]
         if not news:
             return {}
         _write(told_file, sorted(told | set(news)))

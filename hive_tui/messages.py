@@ -19,3 +19,4 @@ class AgentInfo:
     needs_you: bool = False  # a permission prompt is open, or mail needs the person
     paused: bool = False
     missing: str | None = None  # the CLI is not installed: what to do
+    overlap: bool = False  # its branch touches a file another agent's branch touches

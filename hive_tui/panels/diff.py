@@ -1,8 +1,9 @@
 """The Diff view: agents with changes against their base, each file with its +/-
 counts, and the hunks of the picked file in colour.
 
-The git work is hive_core's (`worktrees.office_review`); it runs on a thread, never on
-the app's loop (each refresh stats every file of every worktree).
+The git work is hive_core's (`worktrees.office_review`, and `m`'s merge the same course as
+`hive-office merge`); it runs on a thread, never on the app's loop (each refresh stats
+every file of every worktree).
 """
 
 from __future__ import annotations
@@ -22,8 +23,13 @@ from textual.screen import ModalScreen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
+from hive_core import mail
+from hive_core.cli.worktree_cmd import render_plan, run_merge
+from hive_core.paths import HivePaths
+from hive_core.schema import HUMAN, Draft, OfficeConfig
 from hive_core.worktree_plan import FilePatch
-from hive_core.worktrees import AgentReview
+from hive_core.worktrees import AgentReview, WorktreeError, plan_merge
+from hive_tui.screens.confirm import ConfirmScreen
 
 Load = Callable[[], list[AgentReview]]
 # A file's hunks past this many lines are cut (a generated file can be huge).
@@ -69,19 +75,24 @@ class DiffScreen(ModalScreen[None]):
     #diff-files { width: 45%; height: 1fr; }
     #diff-hunks { width: 1fr; height: 1fr; border-left: solid $panel; }
     #diff-status { height: 1; color: $text-muted; }
+    #diff-result { height: auto; max-height: 12; display: none; border: round $warning; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q", "dismiss", "close"),
         Binding("r", "refresh", "refresh"),
+        Binding("m", "merge", "merge"),
     ]
 
-    def __init__(self, load: Load) -> None:
+    def __init__(self, load: Load, paths: HivePaths, config: OfficeConfig) -> None:
         super().__init__()
         self._load = load
+        self._paths = paths
+        self._config = config
         self._reviews: dict[str, AgentReview] = {}
 
     def compose(self) -> ComposeResult:
         yield Static("Reading the agents' worktrees…", id="diff-status")
+        yield Static("", id="diff-result")
         with Horizontal(id="diff-box"):
             yield OptionList(id="diff-files")
             with VerticalScroll(id="diff-hunks"):
@@ -109,7 +120,7 @@ class DiffScreen(ModalScreen[None]):
         changed = sum(1 for r in reviews if not r.error)
         status.update(
             f"{changed} agent(s) with changes against their base · arrows pick a file · "
-            "r refresh · esc close · `hive-office merge AGENT` merges"
+            "m merge the agent's branch · r refresh · esc close"
             if reviews
             else "No agent has changes against its base. esc closes."
         )
@@ -128,3 +139,51 @@ class DiffScreen(ModalScreen[None]):
         self.query_one("#diff-text", Static).update(
             Syntax(hunks_text(patch), "diff", theme="ansi_dark", word_wrap=False)
         )
+
+    def action_merge(self) -> None:
+        files = self.query_one(OptionList)
+        if files.highlighted is None:
+            return
+        agent = (files.get_option_at_index(files.highlighted).id or "").partition(":")[0]
+        if agent in self._reviews:
+            self.run_worker(self._merge(agent), group="merge", exclusive=True)
+
+    async def _merge(self, agent: str) -> None:
+        """The person's `hive-office merge AGENT`: the question on a ConfirmScreen, asked
+        before run_merge's thread so the thread never waits on the screen."""
+        lines: list[str] = []
+        asked = ""
+
+        def echo(text: str) -> None:
+            if text != asked:  # the plan: the person read it on the question
+                lines.append(text)
+
+        try:
+            plan = await asyncio.to_thread(plan_merge, self._paths, agent)
+            yes = False
+            if plan.check.clean and plan.ahead:
+                asked = render_plan(plan)
+                question = f"{asked}\n\nMerge into {plan.record.base_branch}?"
+                yes = await self.app.push_screen_wait(ConfirmScreen(question))
+            await asyncio.to_thread(
+                run_merge,
+                plan,
+                ask=lambda _q: yes,
+                echo=echo,
+                tell_manager=lambda subject, body: self._tell_manager(subject, body, lines),
+            )
+        except WorktreeError as e:
+            lines.append(f"{str(e).rstrip('.')}.")
+        result = self.query_one("#diff-result", Static)
+        result.update(Text("\n".join(lines)))
+        result.display = True
+        await self._refresh()
+
+    def _tell_manager(self, subject: str, body: str, lines: list[str]) -> None:
+        draft = Draft(to=self._config.office.manager, subject=subject, body=body)
+        try:
+            mail.send(self._paths, self._config, HUMAN, draft)
+        except (mail.DraftRefused, OSError) as e:
+            lines.append(f"(the manager could not be told: {e})")
+        else:
+            lines.append(f"{self._config.office.manager} was told.")
