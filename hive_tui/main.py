@@ -4,9 +4,11 @@ the app, so the core runs without Textual."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import sys
+import threading
 from typing import NoReturn
 
 import click
@@ -106,10 +108,13 @@ def _open(paths: HivePaths) -> None:
             load_office(paths.office_toml)  # a bad office.toml is said here, not in a log
         except ConfigError as e:
             fail(str(e))
+        # The client's imports (Textual: a few hundred ms) overlap the office's start.
+        loading = threading.Thread(target=importlib.import_module, args=("hive_tui.client",))
         try:
-            started = daemon.start(paths)
+            started = daemon.start(paths, meanwhile=loading.start)
         except daemon.StartFailed as e:
             fail(str(e))
+        loading.join()  # before the import below, which would otherwise wait on its lock
         click.echo(f"hive-office: {started.sentence(paths)}")
     _attach(paths)
 

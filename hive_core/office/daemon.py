@@ -30,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -180,9 +180,14 @@ def serve_argv(paths: HivePaths) -> list[str]:
     return [sys.executable, "-m", "hive_core.cli.office", "serve", "--home", str(paths.home)]
 
 
-def start(paths: HivePaths, timeout: float = START_TIMEOUT) -> Started:
+def start(
+    paths: HivePaths,
+    timeout: float = START_TIMEOUT,
+    meanwhile: Callable[[], object] | None = None,
+) -> Started:
     """Start the office of `paths` detached and wait until it answers. StartFailed
-    (with the tail of run/office.log) if it exits or stays silent."""
+    (with the tail of run/office.log) if it exits or stays silent. `meanwhile` runs once
+    the office is forked (never before: a fork beside other threads copies their locks)."""
     paths.run.mkdir(mode=0o700, parents=True, exist_ok=True)
     _rotate(paths.office_log)
     scope = scope_name(paths) if systemd_user_manager() else None
@@ -198,6 +203,8 @@ def start(paths: HivePaths, timeout: float = START_TIMEOUT) -> Started:
         pid = _spawn_detached(argv, log)
     finally:
         os.close(log)
+    if meanwhile is not None:
+        meanwhile()
     deadline = time.monotonic() + timeout
     while True:
         if answers(paths):
