@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 from bench_keys_latency import Output, percentile
@@ -215,9 +216,9 @@ class Three:
                 "-c", str(root), command,
             )  # fmt: skip
         for name in APPS:
-            wait_for(lambda n=name: self.box(n), f"the {name} app's pane", 60)
+            wait_for(partial(self.box, name), f"the {name} app's pane", 60)
             self.tmux("send-keys", "-t", name, PREFIX_KEY, "z")
-        boxes = {n: wait_for(lambda n=n: self._settled(n), f"{n} zoomed", 30) for n in APPS}
+        boxes = {n: wait_for(partial(self._settled, n), f"{n} zoomed", 30) for n in APPS}
         assert boxes["client"] == boxes["inproc"], boxes
         self.boxes = boxes
         box = boxes["client"]
@@ -227,9 +228,12 @@ class Three:
             "new-session", "-d", "-s", "ref", "-x", str(box.cols), "-y", str(box.rows),
             "-c", str(root), shlex.join(ref),
         )  # fmt: skip
+
+        def prompted(name: str) -> bool:
+            return any(row_text(r).startswith("$") for r in self.screen(name))
+
         for name in (*APPS, "ref"):
-            wait_for(lambda n=name: any(row_text(r).startswith("$") for r in self.screen(n)),
-                     f"a prompt in {name}", 30)  # fmt: skip
+            wait_for(partial(prompted, name), f"a prompt in {name}", 30)
 
     def box(self, name: str) -> Box | None:
         return find_box(self.tmux.capture(name), f"1 {AGENTS[0][1]}")
@@ -256,7 +260,7 @@ class Three:
         self.serve.wait(timeout=120)
         for name in APPS:
             with contextlib.suppress(AssertionError):
-                wait_for(lambda n=name: self._ended(n), f"the {name} app to end", 30)
+                wait_for(partial(self._ended, name), f"the {name} app to end", 30)
         self.tmux.kill()
 
 

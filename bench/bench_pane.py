@@ -27,8 +27,8 @@ import pyte
 from textual.app import App, ComposeResult
 from textual.containers import Grid
 
-from hive_core.claude_env import claude_environment, write_claude_config
-from hive_core.scripted_model import (
+from hive_core.demo.claude_env import claude_environment, write_claude_config
+from hive_core.demo.scripted_model import (
     Scenario,
     ScriptedModel,
     ToolUse,
@@ -307,7 +307,8 @@ class Ghostty(Candidate):
         return self.emu._mode_on(number)
 
     def cursor(self) -> tuple[int, int, bool]:
-        return self.emu.cursor
+        row, col, visible, _shape = self.emu.cursor
+        return row, col, visible
 
     def title(self) -> str | None:
         return self.emu.title

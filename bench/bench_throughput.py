@@ -34,7 +34,8 @@ from figures import figure
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from hive_core.agents.pty_session import PtySession  # noqa: E402
-from tests.tmux_support import TmuxOffice, wait_for  # noqa: E402
+from tests.support import wait_for  # noqa: E402
+from tests.tmux_support import TmuxOffice  # noqa: E402
 
 # Zoomed, the pane's interior is the screen less its box (2 columns, 2 rows) and the key
 # line: a 162x50 terminal gives a 160x47 pane, the size the issue measured.

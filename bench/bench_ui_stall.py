@@ -122,10 +122,11 @@ async def tick_for(seconds: float) -> Lateness:
 async def one_run(n: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory(dir="/tmp") as d:
         paths = make_home(Path(d))
-        app = HiveApp(Office(paths))
+        office = Office(paths)
+        app = HiveApp(office)
         async with app.run_test(size=(160, 48)) as pilot:
             end = time.monotonic() + 30
-            while not all(app.link.office.supervisor.sessions.get(a) for a in AGENTS):
+            while not all(office.supervisor.sessions.get(a) for a in AGENTS):
                 assert time.monotonic() < end, "agents never started"
                 await pilot.pause(0.05)
             await pilot.pause(1.0)  # prompts drawn, standup delivered

@@ -9,30 +9,19 @@ import os
 import shutil
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hive_core.claude_env import claude_environment, write_claude_config
-from hive_core.scripted_model import Scenario, ScriptedModel, Turn
+from hive_core.demo.claude_env import claude_environment, write_claude_config
+from hive_core.demo.scripted_model import Scenario, ScriptedModel, Turn
 
 BIN = Path(sys.executable).parent
 CLAUDE = shutil.which("claude", path=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
 # Longer than 20 characters on purpose: the CLI approves a key by its last 20.
 API_KEY = "sk-ant-scripted-0123456789abcdefghijklmnop"
 AGENTS = ("michael", "jim")
-
-
-def wait_for(predicate: Callable[[], Any], what: str, timeout: float = 60) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @dataclass
@@ -118,7 +107,7 @@ class ClaudeOffice:
 
 def make_claude_office(
     root: Path,
-    scenarios: dict[str, Sequence[Turn]],
+    scenarios: Mapping[str, Sequence[Turn]],
     *,
     agents: Sequence[str] = AGENTS,
     stop_block_cap: int = 3,

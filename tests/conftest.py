@@ -1,9 +1,7 @@
 from __future__ import annotations
 
 import asyncio
-import tempfile
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +17,7 @@ from hive_core.hive import init_office
 from hive_core.office import Office, office_lock
 from hive_core.paths import HivePaths
 from hive_core.schema import ControlReply, ControlRequest
+from tests.support import short_dir, wait_for
 
 # No property test has a time limit: these machines are shared, and a slow example on a
 # loaded one is not a failure (speed is measured by bench/, never asserted).
@@ -32,6 +31,14 @@ def office_home(tmp_path: Path) -> HivePaths:
     paths = HivePaths(tmp_path / "home")
     init_office(paths)
     return paths
+
+
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """A fresh folder under /tmp, short enough for the office's AF_UNIX sockets (see
+    tests/support.py), removed after the test."""
+    with short_dir() as root:
+        yield root
 
 
 SNAPSHOTS = Path(__file__).resolve().parent.parent / "snapshots"
@@ -60,10 +67,7 @@ class Running:
         self.stop = asyncio.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
-        end = time.monotonic() + 20
-        while not paths.hook_socket.exists():
-            assert time.monotonic() < end, "hook socket never appeared"
-            time.sleep(0.02)
+        wait_for(paths.hook_socket.exists, "the hook socket", 20)
 
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
@@ -75,9 +79,8 @@ class Running:
 
 
 @pytest.fixture
-def running() -> Iterator[Running]:
-    root = Path(tempfile.mkdtemp(prefix="hive-hs-", dir="/tmp"))
-    paths = HivePaths(root / "home")
+def running(short_tmp: Path) -> Iterator[Running]:
+    paths = HivePaths(short_tmp / "home")
     init_office(paths)
     office = Running(paths)
     for state in office.office.states.values():

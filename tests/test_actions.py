@@ -4,8 +4,6 @@ reached over its control socket, and the CLI verbs generated from the same table
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -19,15 +17,7 @@ from hive_core.mail import iter_inbox, write_draft
 from hive_core.office import Office
 from hive_core.schema import HUMAN, ControlRequest, Draft
 from tests.conftest import Running
-
-
-def until(predicate: Callable[[], Any], what: str, timeout: float = 20) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := predicate():
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+from tests.support import wait_for
 
 
 def ask(running: Running, **fields: Any) -> control.ControlReply:
@@ -66,7 +56,7 @@ def test_escalations_are_listed_and_answered(running: Running) -> None:
         Draft(to=HUMAN, subject="Which database?", body="Postgres or SQLite?", needs_human=True),
     )
     kick(paths, "jim")
-    until(lambda: list(iter_inbox(paths.mailbox(HUMAN))), "the question in the person's inbox")
+    wait_for(lambda: list(iter_inbox(paths.mailbox(HUMAN))), "the question in the person's inbox")
 
     listed = ask(running, cmd="escalations")
     assert listed.ok and listed.detail
@@ -83,7 +73,7 @@ def test_escalations_are_listed_and_answered(running: Running) -> None:
     answered = ask(running, cmd="answer", message=question.id, text="SQLite, for now.")
     assert answered.ok and answered.detail == f"Your answer to {question.id} went to the manager."
     manager = paths.mailbox(running.office.config.office.manager)
-    answer = until(
+    answer = wait_for(
         lambda: [m for m in iter_inbox(manager) if m.in_reply_to == question.id],
         "the answer in the manager's inbox",
     )[0]
@@ -101,7 +91,7 @@ def test_the_verbs_reach_the_office(running: Running) -> None:
     )
     kick(paths, "jim")
     manager = paths.mailbox("michael")
-    flagged = until(lambda: list(iter_inbox(manager)), "the flagged mail in michael's inbox")[0]
+    flagged = wait_for(lambda: list(iter_inbox(manager)), "the flagged mail in michael's inbox")[0]
 
     runner = CliRunner()
     listed = runner.invoke(cli, ["escalations", *home])

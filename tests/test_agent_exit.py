@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +20,7 @@ from hive_core.hive import init_office
 from hive_core.office import Office
 from hive_core.paths import HivePaths
 from hive_tui.app import HiveApp
+from tests.support import office_of, until, wait_for
 
 BIN = Path(sys.executable).parent
 CLAUDE_HINT = "Log in with `claude` once, or set ANTHROPIC_API_KEY."
@@ -37,15 +37,6 @@ def roster(root: Path) -> str:
         f'[[agents]]\nid = "jim"\nname = "Jim"\nprovider = "claude"\ncwd = "{root}"\n'
         f"command = ['sh', '-c', '{JIM.format(ok=root / 'ok')}']\n"
     )
-
-
-def wait_for(predicate: Any, what: str, timeout: float = 30) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := predicate():
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 class Serve:
@@ -93,8 +84,8 @@ class Serve:
 
 
 @pytest.fixture
-def office() -> Iterator[Serve]:
-    serve = Serve(Path(tempfile.mkdtemp(prefix="hive-exit-", dir="/tmp")))
+def office(short_tmp: Path) -> Iterator[Serve]:
+    serve = Serve(short_tmp)
     try:
         yield serve
     finally:
@@ -177,34 +168,27 @@ def test_a_running_shell_is_running_with_its_pid_in_the_roster(office: Serve) ->
     assert "running" not in roster, roster
 
 
-async def test_the_pane_title_keeps_the_code_and_the_hint_and_the_screen() -> None:
-    root = Path(tempfile.mkdtemp(prefix="hive-exit-", dir="/tmp"))
+async def test_the_pane_title_keeps_the_code_and_the_hint_and_the_screen(short_tmp: Path) -> None:
+    root = short_tmp
     paths = HivePaths(root / "home")
     paths.home.mkdir(parents=True)
     paths.office_toml.write_text(roster(root))
     init_office(paths)
     app = HiveApp(Office(paths))
     async with app.run_test(size=(200, 48)) as pilot:
-
-        async def until(predicate: Any, what: str) -> Any:
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
-                if value := predicate():
-                    return value
-                await pilot.pause(0.05)
-            raise AssertionError(f"timed out waiting for {what}")
-
         jim = app.pane("jim")
         title = await until(
-            lambda: "exited" in str(jim.border_title) and str(jim.border_title), "jim's title"
+            pilot,
+            lambda: "exited" in str(jim.border_title) and str(jim.border_title),
+            "jim's title",
         )
         assert "exited (code 3)" in title and CLAUDE_HINT in title
         assert "ctrl+] r to retry" in title
         # Its last screen stays: the CLI's own words are still there.
         await pilot.press("alt+2")
-        await until(lambda: jim.size.height, "jim's pane shown")
+        await until(pilot, lambda: jim.size.height, "jim's pane shown")
         screen = "\n".join(jim.render_line(y).text for y in range(jim.size.height))
         assert "no login here" in screen
-        pid = await until(lambda: app.link.office.states["michael"].pid, "michael's pid")
+        pid = await until(pilot, lambda: office_of(app).states["michael"].pid, "michael's pid")
         assert f"running (pid {pid})" in str(app.pane("michael").border_title)
         await pilot.press("ctrl+right_square_bracket", "q")

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import tempfile
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from hive_tui.app import HiveApp
 from hive_tui.bridge import HiveLoaded, MailRouted
 from hive_tui.panels.inbox import InboxPanel
 from hive_tui.terminal.pane import TerminalPane
+from tests.support import office_of, until
 
 # Puts its terminal in raw mode (so every key arrives as the bytes it is), says READY,
 # and appends whatever it reads to the file named on its command line.
@@ -41,17 +41,6 @@ while True:
     out.write(data)
 """
 AGENTS = ("michael", "jim", "pam")
-
-
-async def until(pilot: Any, predicate: Callable[[], Any], what: str, timeout: float = 15) -> Any:
-    import time
-
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if value := predicate():
-            return value
-        await pilot.pause(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _roster(root: Path, *, missing: str | None = None) -> str:
@@ -72,8 +61,8 @@ def _roster(root: Path, *, missing: str | None = None) -> str:
 
 
 @pytest.fixture
-async def app() -> AsyncIterator[HiveApp]:
-    root = Path(tempfile.mkdtemp(prefix="hive-app-", dir="/tmp"))
+async def app(short_tmp: Path) -> AsyncIterator[HiveApp]:
+    root = short_tmp
     paths = HivePaths(root / "home")
     paths.home.mkdir(parents=True)
     paths.office_toml.write_text(_roster(root))
@@ -87,7 +76,7 @@ def focused_pane(app: HiveApp) -> str | None:
 
 
 def keys_of(app: HiveApp, agent: str) -> bytes:
-    path = app.link.office.paths.home.parent / f"{agent}.keys"
+    path = office_of(app).paths.home.parent / f"{agent}.keys"
     return path.read_bytes() if path.exists() else b""
 
 
@@ -143,7 +132,7 @@ async def test_every_key_reaches_the_child_as_xterm_bytes(app: HiveApp) -> None:
         await until(
             pilot,
             lambda: (
-                keys_of(app, "michael") == b"" and app.link.office.supervisor.sessions.get("michael")
+                keys_of(app, "michael") == b"" and office_of(app).supervisor.sessions.get("michael")
             ),
             "michael's recorder",
         )
@@ -174,15 +163,15 @@ async def test_pause_and_resume_from_the_app(app: HiveApp) -> None:
     async with app.run_test(size=(160, 48)) as pilot:
         await until(pilot, lambda: isinstance(app.focused, TerminalPane), "a focused pane")
         await pilot.press("alt+2", "ctrl+right_square_bracket", "x")
-        assert app.link.office.states["jim"].paused
+        assert office_of(app).states["jim"].paused
         await until(
             pilot,
-            lambda: '"paused":true' in app.link.office.paths.registry.read_text().replace(" ", ""),
+            lambda: '"paused":true' in office_of(app).paths.registry.read_text().replace(" ", ""),
             "registry shows jim paused",
         )
         assert "paused" in str(app.pane("jim").border_title)
         await pilot.press("ctrl+right_square_bracket", "x")
-        assert not app.link.office.states["jim"].paused
+        assert not office_of(app).states["jim"].paused
         await pilot.press("ctrl+right_square_bracket", "q")
 
 
@@ -195,22 +184,22 @@ async def test_send_a_message_from_the_app(app: HiveApp) -> None:
         await pilot.press("tab")
         await pilot.press(*"The release is approved.")
         await pilot.press("ctrl+s")
-        box = app.link.office.paths.mailbox("jim")
+        box = office_of(app).paths.mailbox("jim")
         [message] = await until(pilot, lambda: list(iter_inbox(box)), "delivery to jim")
         assert (message.sender, message.to, message.act) == ("human", "jim", "request")
         assert (message.subject, message.body) == ("Ship it", "The release is approved.")
         await pilot.press("ctrl+right_square_bracket", "q")
 
 
-async def test_missing_cli_says_what_to_install_and_the_rest_works(tmp_path: Path) -> None:
-    root = Path(tempfile.mkdtemp(prefix="hive-app-", dir="/tmp"))
+async def test_missing_cli_says_what_to_install_and_the_rest_works(tmp_path: Path, short_tmp: Path) -> None:
+    root = short_tmp
     paths = HivePaths(root / "home")
     paths.home.mkdir(parents=True)
     paths.office_toml.write_text(_roster(root, missing="jim"))
     init_office(paths)
     app = HiveApp(Office(paths))
     async with app.run_test(size=(160, 48)) as pilot:
-        await until(pilot, lambda: app.link.office.states["jim"].missing, "jim's CLI found missing")
+        await until(pilot, lambda: office_of(app).states["jim"].missing, "jim's CLI found missing")
         await pilot.press("alt+2")
         notice = await until(pilot, lambda: app.pane("jim").notice, "the notice in jim's pane")
         assert (
@@ -235,8 +224,8 @@ async def test_missing_cli_says_what_to_install_and_the_rest_works(tmp_path: Pat
     assert "npm install -g @anthropic-ai/claude-code" in doctor.stdout
 
 
-async def test_the_prefix_key_is_configurable() -> None:
-    root = Path(tempfile.mkdtemp(prefix="hive-app-", dir="/tmp"))
+async def test_the_prefix_key_is_configurable(short_tmp: Path) -> None:
+    root = short_tmp
     paths = HivePaths(root / "home")
     paths.home.mkdir(parents=True)
     paths.office_toml.write_text(
@@ -265,12 +254,12 @@ async def test_the_prefix_key_is_configurable() -> None:
 
 
 async def test_memory_tab_finds_office_knowledge_and_opens_its_source(app: HiveApp) -> None:
-    paths = app.link.office.paths
+    paths = office_of(app).paths
     paths.board.write_text("# Plan\n\nThe flux_capacitor rollout waits for the staging soak.\n")
     paths.mailbox("jim").notes.write_text("- jim's private: flux_capacitor password is in the vault\n")
     async with app.run_test(size=(160, 48)) as pilot:
         await until(pilot, lambda: isinstance(app.focused, TerminalPane), "a focused pane")
-        app.link.office.memory.changed({paths.board, paths.mailbox("jim").notes})
+        office_of(app).memory.changed({paths.board, paths.mailbox("jim").notes})
         await pilot.press("ctrl+right_square_bracket", "m")
         box = app.query_one("#memory-query")
         box.focus()
@@ -294,24 +283,24 @@ async def test_the_terminals_own_replies_are_not_the_persons_typing(app: HiveApp
                     "recorder ready")
         # The agent asks the terminal who it is (Claude Code does at start-up), as its
         # pty's output reaches every sink: the office's screen of the pane and the app's.
-        for sink in list(app.link.office.supervisor.sinks):
+        for sink in list(office_of(app).supervisor.sinks):
             sink("michael", b"\x1b[c")
         answer = await until(pilot, lambda: keys_of(app, "michael"), "the terminal's answer")
         assert answer.startswith(b"\x1b[?")
-        assert app.link.office.states["michael"].typed_at is None, "an answer to a query is not typing"
+        assert office_of(app).states["michael"].typed_at is None, "an answer to a query is not typing"
         await pilot.press("x")
         # Answered once (by the office's screen), never again by the app's pane.
         await until(pilot, lambda: keys_of(app, "michael").endswith(b"x"), "a key")
         assert keys_of(app, "michael") == answer + b"x"
-        assert app.link.office.states["michael"].typed_at is not None
+        assert office_of(app).states["michael"].typed_at is not None
         await pilot.press("ctrl+right_square_bracket", "q")
 
 
-async def test_a_burst_reaches_the_app_once_per_message_and_each_panel_once() -> None:
+async def test_a_burst_reaches_the_app_once_per_message_and_each_panel_once(short_tmp: Path) -> None:
     """60 messages routed in one pass: the app hears of each exactly once (the watcher
     seeing the same inbox files adds nothing), reloads the inbox once, and the routing
     itself runs on the office's route thread, not on the app's loop."""
-    root = Path(tempfile.mkdtemp(prefix="hive-app-", dir="/tmp"))
+    root = short_tmp
     paths = HivePaths(root / "home")
     paths.home.mkdir(parents=True)
     paths.office_toml.write_text(_roster(root))
@@ -365,10 +354,10 @@ async def test_a_burst_reaches_the_app_once_per_message_and_each_panel_once() ->
         await pilot.press("ctrl+right_square_bracket", "q")
 
 
-async def test_answering_an_escalation_records_it_on_the_task_and_mails_the_manager() -> None:
+async def test_answering_an_escalation_records_it_on_the_task_and_mails_the_manager(short_tmp: Path) -> None:
     """The ledger lock and the mail files are worked off the app's loop; the answer
     still lands on the task and in the manager's inbox, and the question is done."""
-    root = Path(tempfile.mkdtemp(prefix="hive-app-", dir="/tmp"))
+    root = short_tmp
     paths = HivePaths(root / "home")
     paths.home.mkdir(parents=True)
     paths.office_toml.write_text(_roster(root))
@@ -404,7 +393,7 @@ async def test_answering_an_escalation_records_it_on_the_task_and_mails_the_mana
 async def test_a_problem_of_the_office_stays_on_screen_until_it_is_repaired(app: HiveApp) -> None:
     """A deleted branch stops the office's commits: the screen says so (not only the log)
     and the line goes once the branch is back and a commit goes through."""
-    paths = app.link.office.paths
+    paths = office_of(app).paths
     git = ["git", "-C", str(paths.hive)]
     branch = paths.hive / ".git" / "refs" / "heads" / "main"
     async with app.run_test(size=(160, 48)) as pilot:

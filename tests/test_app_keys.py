@@ -11,8 +11,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-import tempfile
-import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
@@ -32,13 +30,15 @@ from hive_core.schema import HUMAN, Draft, LogEvent
 from hive_tui import app as app_module
 from hive_tui.app import HiveApp, KeyLine
 from hive_tui.commands import VIEW_COMMANDS, help_rows, key_line, person_action, view_action
+from hive_tui.link import LocalLink
 from hive_tui.panels.board import BoardPanel
 from hive_tui.panels.log import LogLines, LogPanel
 from hive_tui.screens.answer import AnswerScreen
 from hive_tui.screens.confirm import ConfirmScreen
 from hive_tui.screens.help import HelpScreen
 from hive_tui.terminal.pane import TerminalPane
-from tests.test_app import _roster, keys_of, until
+from tests.support import office_of, until, wait_for
+from tests.test_app import _roster, keys_of
 
 PREFIX = "ctrl+right_square_bracket"
 
@@ -82,8 +82,7 @@ def test_every_key_after_the_prefix_comes_from_one_of_the_two_tables() -> None:
 # --- the app ---------------------------------------------------------------------------
 
 
-def _home(prefix_key: str | None = None) -> HivePaths:
-    root = Path(tempfile.mkdtemp(prefix="hive-keys-", dir="/tmp"))
+def _home(root: Path, prefix_key: str | None = None) -> HivePaths:
     paths = HivePaths(root / "home")
     paths.home.mkdir(parents=True)
     roster = _roster(root)
@@ -97,10 +96,9 @@ def _home(prefix_key: str | None = None) -> HivePaths:
 
 
 @pytest.fixture
-async def app() -> AsyncIterator[HiveApp]:
-    paths = _home()
+async def app(short_tmp: Path) -> AsyncIterator[HiveApp]:
+    paths = _home(short_tmp)
     yield HiveApp(Office(paths))
-    shutil.rmtree(paths.home.parent, ignore_errors=True)
 
 
 async def _ready(pilot: Pilot[None], app: HiveApp, agent: str = "michael") -> None:
@@ -118,8 +116,8 @@ def _shown(app: HiveApp) -> str:
 
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)])
-async def test_the_key_line_is_whole_on_screen(size: tuple[int, int]) -> None:
-    app = HiveApp(Office(_home(), agents=False))
+async def test_the_key_line_is_whole_on_screen(size: tuple[int, int], short_tmp: Path) -> None:
+    app = HiveApp(Office(_home(short_tmp), agents=False))
     async with app.run_test(size=size) as pilot:
         line = app.query_one(KeyLine)
         await until(pilot, lambda: line.size.width == size[0], "the key line laid out")
@@ -172,11 +170,11 @@ async def test_the_armed_prefix_shows_and_times_out(
 
 
 async def test_memory_after_prefix_m_gets_the_keys_and_esc_gives_them_back(app: HiveApp) -> None:
-    paths = app.link.office.paths
+    paths = office_of(app).paths
     paths.board.write_text("# Plan\n\nThe flux_capacitor rollout waits for the soak.\n")
     async with app.run_test(size=(160, 48)) as pilot:
         await _ready(pilot, app)
-        app.link.office.memory.changed({paths.board})
+        office_of(app).memory.changed({paths.board})
         # The command and the query in one go, as a fast typist (or a paste) sends them.
         await pilot.press(PREFIX, "m", *"flux", "enter")
         box = app.query_one("#memory-query", Input)
@@ -192,7 +190,7 @@ async def test_memory_after_prefix_m_gets_the_keys_and_esc_gives_them_back(app: 
 
 
 async def test_every_panel_is_reached_and_scrolled_by_keys(app: HiveApp) -> None:
-    paths = app.link.office.paths
+    paths = office_of(app).paths
     paths.board.write_text("# Long board\n\n" + "".join(f"- line {n}\n" for n in range(300)))
     ledger = tasks.empty_ledger()
     for n in range(40):
@@ -265,11 +263,13 @@ async def test_prefix_commands_work_while_an_input_has_the_focus(app: HiveApp) -
         assert keys_of(app, "michael") == b"\x1d" and keys_of(app, "jim") == b""
         # And q quits from the box too (the app let go of the office's listeners first).
         await pilot.press(PREFIX, "m", PREFIX, "q")
-        assert box.value == "ab" and app.link._agent_changed not in app.link.office.listeners.agent
+        link = app.link
+        assert isinstance(link, LocalLink)
+        assert box.value == "ab" and link._agent_changed not in link.office.listeners.agent
 
 
-async def test_an_escalation_is_answered_from_the_keyboard() -> None:
-    paths = _home()
+async def test_an_escalation_is_answered_from_the_keyboard(short_tmp: Path) -> None:
+    paths = _home(short_tmp)
     write_draft(
         paths.mailbox("jim"),
         Draft(to="human", act="query", subject="Which vendor?", body="A or B?", needs_human=True),
@@ -295,7 +295,7 @@ async def test_an_escalation_is_answered_from_the_keyboard() -> None:
 async def test_archive_asks_first_and_no_leaves_the_agent(app: HiveApp) -> None:
     async with app.run_test(size=(160, 48)) as pilot:
         await _ready(pilot, app)
-        await until(pilot, lambda: app.link.office.supervisor.sessions.get("pam"), "pam running")
+        await until(pilot, lambda: office_of(app).supervisor.sessions.get("pam"), "pam running")
         await pilot.press("alt+3", PREFIX, "a")
         assert isinstance(app.screen, ConfirmScreen)
         assert "Archive pam?" in str(app.screen.query_one("#confirm Static").render())
@@ -303,9 +303,9 @@ async def test_archive_asks_first_and_no_leaves_the_agent(app: HiveApp) -> None:
         assert isinstance(app.screen, ConfirmScreen), "enter is not a yes"
         await pilot.press("n")
         assert not isinstance(app.screen, ConfirmScreen)
-        assert app.link.office.states["pam"].status != "archived"
+        assert office_of(app).states["pam"].status != "archived"
         await pilot.press(PREFIX, "a", "y")
-        await until(pilot, lambda: app.link.office.states["pam"].status == "archived", "archived")
+        await until(pilot, lambda: office_of(app).states["pam"].status == "archived", "archived")
         await pilot.press(PREFIX, "q")
 
 
@@ -327,21 +327,23 @@ class Tmux:
         return self("capture-pane", "-p", "-t", "office")
 
     def wait(self, what: str, predicate: Callable[[str], bool], timeout: float = 60) -> str:
-        end = time.monotonic() + timeout
-        last = ""
-        while time.monotonic() < end:
-            last = self.screen()
-            if predicate(last):
-                return last
-            time.sleep(0.1)
-        raise AssertionError(f"timed out waiting for {what}; the screen was:\n{last}")
+        last = [""]
+
+        def shown() -> str:
+            last[0] = self.screen()
+            return last[0] if predicate(last[0]) else ""
+
+        try:
+            return wait_for(shown, what, timeout)
+        except AssertionError as e:
+            raise AssertionError(f"{e}; the screen was:\n{last[0]}") from None
 
 
 @pytest.fixture
-def app_in_tmux() -> Iterator[tuple[HivePaths, Tmux]]:
+def app_in_tmux(short_tmp: Path) -> Iterator[tuple[HivePaths, Tmux]]:
     if shutil.which("tmux") is None:
         pytest.skip("tmux not installed (scripts/setup installs it)")
-    paths = _home()
+    paths = _home(short_tmp)
     tmux = Tmux(paths.home.parent)
     app = Path(sys.executable).parent / "hive-office"
     tmux(
@@ -354,7 +356,6 @@ def app_in_tmux() -> Iterator[tuple[HivePaths, Tmux]]:
         # The office outlives the app (issue 11): stop it, then end tmux.
         subprocess.run([app, "stop", "--home", str(paths.home)], capture_output=True)
         subprocess.run([*tmux.base, "kill-server"], check=False)
-        shutil.rmtree(paths.home.parent, ignore_errors=True)
 
 
 def test_in_tmux_at_80x24_the_key_line_and_the_panels_work(
@@ -379,9 +380,6 @@ def test_in_tmux_at_80x24_the_key_line_and_the_panels_work(
     # alt+1 (ESC 1 through tmux) from the panel: the agent's pane again, no `¡` typed.
     tmux("send-keys", "-t", "office", "M-1")
     tmux("send-keys", "-t", "office", "-l", "ok")
-    end = time.monotonic() + 30
-    while not (recorded.exists() and recorded.read_bytes() == b"ok"):
-        assert time.monotonic() < end, f"michael got {recorded.read_bytes()!r}"
-        time.sleep(0.1)
+    wait_for(lambda: recorded.exists() and recorded.read_bytes() == b"ok", "michael to get ok", 30)
     screen = tmux.screen()
     assert "hello" in screen and "¡" not in screen, screen

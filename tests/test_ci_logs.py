@@ -25,7 +25,7 @@ from hive_core.memory.entry import Entry, entry_id
 from hive_core.memory.store import open_store
 from hive_core.paths import HivePaths
 from hive_core.schema import OfficeSettings
-from tests.claude_office import wait_for
+from tests.support import wait_for
 
 BIN = Path(sys.executable).parent
 REPO = "octo/app"

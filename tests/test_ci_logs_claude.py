@@ -6,16 +6,14 @@ asked for the log once, and both tool results the model receives are the cached 
 from __future__ import annotations
 
 import json
-import shutil
 import signal
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from hive_core.scripted_model import (
+from hive_core.demo.scripted_model import (
     RecordedRequest,
     bash,
     has_tool_result,
@@ -23,7 +21,8 @@ from hive_core.scripted_model import (
     turn,
     user_says,
 )
-from tests.claude_office import BIN, CLAUDE, ClaudeOffice, make_claude_office, wait_for
+from tests.claude_office import BIN, CLAUDE, ClaudeOffice, make_claude_office
+from tests.support import wait_for
 from tests.test_ci_logs import REPO, FakeGh
 
 pytestmark = [
@@ -35,8 +34,8 @@ COMMAND = f"gh run view 123 --log-failed --repo {REPO}"
 
 
 @pytest.fixture
-def floor() -> Iterator[tuple[ClaudeOffice, FakeGh]]:
-    root = Path(tempfile.mkdtemp(prefix="hive-ci-", dir="/tmp"))
+def floor(short_tmp: Path) -> Iterator[tuple[ClaudeOffice, FakeGh]]:
+    root = short_tmp
     gh = FakeGh(root / "fakebin")
     office = make_claude_office(
         root,
@@ -73,7 +72,6 @@ def floor() -> Iterator[tuple[ClaudeOffice, FakeGh]]:
         except subprocess.TimeoutExpired:
             proc.kill()
         office.close()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def tool_result_text(request: RecordedRequest) -> str:

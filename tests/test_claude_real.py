@@ -12,7 +12,6 @@ import os
 import shutil
 import socket
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -24,8 +23,8 @@ from typing import Any
 import pexpect
 import pytest
 
-from hive_core.claude_env import claude_environment, write_claude_config
-from hive_core.scripted_model import (
+from hive_core.demo.claude_env import claude_environment, write_claude_config
+from hive_core.demo.scripted_model import (
     RecordedRequest,
     Scenario,
     ScriptedModel,
@@ -150,9 +149,9 @@ class Desk:
 
 
 @pytest.fixture
-def desk() -> Iterator[Desk]:
+def desk(short_tmp: Path) -> Iterator[Desk]:
     # Short path: it holds the AF_UNIX socket (~108 bytes at most).
-    root = Path(tempfile.mkdtemp(prefix="hive-claude-", dir="/tmp"))
+    root = short_tmp
     project = root / "project"
     project.mkdir()
     bin_dir = root / "bin"
@@ -171,7 +170,6 @@ def desk() -> Iterator[Desk]:
     settings_path = root / "settings.json"
     settings_path.write_text(json.dumps(settings))
     yield Desk(root, project, settings_path, config_dir, bin_dir)
-    shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture

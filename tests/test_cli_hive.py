@@ -5,12 +5,10 @@ from __future__ import annotations
 import dataclasses
 import gc
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -138,9 +136,9 @@ def test_send_as_human_goes_to_the_human_outbox(office_home: HivePaths) -> None:
     assert [d.to for d in drafts(office_home, "human")] == ["god"]
 
 
-def test_send_kicks_a_running_office() -> None:
+def test_send_kicks_a_running_office(short_tmp: Path) -> None:
     # A short home path: Unix socket paths are limited to ~100 bytes.
-    home = Path(tempfile.mkdtemp(prefix="hive-", dir="/tmp"))
+    home = short_tmp
     paths = HivePaths(home)
     init_office(paths)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -152,7 +150,6 @@ def test_send_kicks_a_running_office() -> None:
         assert sock.recv(64) == b"pam"
     finally:
         sock.close()
-        shutil.rmtree(home)
 
 
 @pytest.mark.parametrize("flag", [["--body", "-"], ["-"]])

@@ -21,7 +21,7 @@ from hive_tui import link as link_module
 from hive_tui.app import HiveApp
 from hive_tui.client import run_client
 from hive_tui.link import LinkRefused, SocketLink
-from tests.test_app import until
+from tests.support import until
 from tests.test_clients_serve import Client
 from tests.test_clients_serve import Office as Served
 

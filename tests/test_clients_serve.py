@@ -45,6 +45,7 @@ from hive_core.hive import init_office
 from hive_core.paths import HivePaths
 from hive_core.schema import ControlRequest
 from hive_core.terminal.emulator import GhosttyEmulator
+from tests.support import wait_for
 
 BIN = Path(sys.executable).parent
 FLOOD = 50_000_000
@@ -59,15 +60,6 @@ def roster(root: Path) -> str:
         f'[[agents]]\nid = "pam"\nname = "Pam"\nprovider = "shell"\ncwd = "{root}"\n'
         "command = ['sh']\n"
     )
-
-
-def wait_for(predicate: Callable[[], Any], what: str, timeout: float = 30) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := predicate():
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 class Client:

@@ -33,6 +33,7 @@ from hive_core.fsio import append_line
 from hive_core.hive import GITIGNORE, init_office
 from hive_core.logfile import LogFollower, iter_log_lines, rotate_if_due, segments
 from hive_core.paths import HivePaths
+from tests.support import until
 
 # --- helpers ------------------------------------------------------------------
 
@@ -70,20 +71,6 @@ def write(repo: Path, rel: str, text: str = "x") -> Path:
 def age(path: Path, seconds: float) -> None:
     past = time.time() - seconds
     os.utime(path, (past, past))
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.02)
-
-
-async def async_wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.02)
 
 
 def run_with(committer: Committer, body: Callable[[], Awaitable[None]]) -> None:
@@ -403,7 +390,7 @@ def test_run_batches_a_burst_and_loses_no_note(repo: Path, committer: Committer)
             committer.note("route")
             if i % 10 == 0:
                 await asyncio.sleep(0.01)
-        await async_wait_until(lambda: not committer.pending)
+        await until(None, lambda: not committer.pending, "the committer to catch up")
 
     run_with(committer, burst)
     subjects = messages(repo)[1:]
@@ -422,7 +409,11 @@ def test_run_retries_while_locked_then_commits(repo: Path, committer: Committer)
             await asyncio.sleep(0.5)  # several retries happen meanwhile
             assert committer.pending
         lock.unlink()
-        await async_wait_until(lambda: "board.md" in git(repo, "log", "-1", "--name-only"))
+        await until(
+            None,
+            lambda: "board.md" in git(repo, "log", "-1", "--name-only"),
+            "the board in the last commit",
+        )
 
     run_with(committer, locked_for_a_while)
     assert git(repo, "show", "HEAD:board.md") == "during lock"
@@ -434,7 +425,7 @@ def test_run_starts_with_a_sweep_and_stops_with_a_full_commit(
     write(repo, "agents/jim/memory.md", "written while the office was down")
 
     async def quiet_change() -> None:
-        await async_wait_until(lambda: "agents/jim/memory.md" in tracked(repo))
+        await until(None, lambda: "agents/jim/memory.md" in tracked(repo), "jim's memory tracked")
         write(repo, "agents/jim/memory/notes.md", "nobody touched this")
 
     run_with(committer, quiet_change)
@@ -470,11 +461,11 @@ def test_gc_packs_loose_objects_between_commits(repo: Path) -> None:
     async def commits_then_gc() -> None:
         for i, text in enumerate(texts):
             committer.touch(write(repo, f"agents/jim/inbox/m{i:04}.json", text))
-            await async_wait_until(lambda: not committer.pending)
+            await until(None, lambda: not committer.pending, "the committer to catch up")
         # Commits go on while gc runs between them; gc packs what it finds loose.
-        await async_wait_until(lambda: loose_objects(repo) == 0, timeout=60)
+        await until(None, lambda: loose_objects(repo) == 0, "no loose objects", 60)
         committer.touch(write(repo, "board.md", "after gc"))
-        await async_wait_until(lambda: not committer.pending)
+        await until(None, lambda: not committer.pending, "the committer to catch up")
 
     run_with(committer, commits_then_gc)
     assert {f"agents/jim/inbox/m{i:04}.json" for i in range(len(texts))} <= tracked(repo)
@@ -524,7 +515,7 @@ def test_log_rotates_into_segments_each_committed_once(office: HivePaths) -> Non
             rotating.touch(office.log)
             rotating.note("route")
             if n % 5 == 0:
-                await async_wait_until(lambda: not rotating.pending)
+                await until(None, lambda: not rotating.pending, "the committer to catch up")
 
     run_with(rotating, appends)
     parts = segments(office)

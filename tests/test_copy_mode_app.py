@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
-import shutil
 import subprocess
-import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -22,8 +20,8 @@ from hive_core.office import Office
 from hive_core.paths import HivePaths
 from hive_tui.app import HiveApp
 from hive_tui.terminal.pane import TerminalPane
-from tests.test_app import until
-from tests.tmux_support import PREFIX_KEY, TmuxOffice, row_text, wait_for
+from tests.support import until, wait_for
+from tests.tmux_support import PREFIX_KEY, TmuxOffice, row_text
 
 PREFIX = "ctrl+right_square_bracket"
 # Known lines, then `cat`: the agent keeps running and prints nothing more by itself.
@@ -45,10 +43,9 @@ def _office(root: Path) -> HivePaths:
 
 
 @pytest.fixture
-async def app() -> AsyncIterator[HiveApp]:
-    root = Path(tempfile.mkdtemp(prefix="hive-copy-", dir="/tmp"))
+async def app(short_tmp: Path) -> AsyncIterator[HiveApp]:
+    root = short_tmp
     yield HiveApp(Office(_office(root)))
-    shutil.rmtree(root, ignore_errors=True)
 
 
 def shown(pane: TerminalPane) -> list[str]:
@@ -143,14 +140,13 @@ async def test_copy_mode_on_an_exited_agent_and_in_the_grid(app: HiveApp) -> Non
 
 
 @pytest.fixture
-def tmux_office() -> Iterator[TmuxOffice]:
-    root = Path(tempfile.mkdtemp(prefix="hive-copy-tmux-", dir="/tmp"))
+def tmux_office(short_tmp: Path) -> Iterator[TmuxOffice]:
+    root = short_tmp
     office = TmuxOffice(root, cols=120, rows=36)
     try:
         yield office
     finally:
         office.close()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def test_the_copy_reaches_tmux_through_osc52(tmux_office: TmuxOffice) -> None:

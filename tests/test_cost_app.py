@@ -5,12 +5,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import shutil
 import sys
-import tempfile
-import time
 from pathlib import Path
-from typing import Any
 
 import msgspec
 
@@ -22,6 +18,7 @@ from hive_core.paths import HivePaths
 from hive_core.tasks import save_ledger
 from hive_tui.app import HiveApp
 from hive_tui.panels.tasks import TasksPanel
+from tests.support import until
 
 SESSION = "0b5a1d2e-0000-4000-8000-000000000001"
 
@@ -44,47 +41,35 @@ def transcript_line(ts: str) -> str:
     return json.dumps({"type": "assistant", "timestamp": ts, "message": message})
 
 
-async def until(pilot: Any, predicate: Any, what: str, timeout: float = 20) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+async def test_pane_title_and_tasks_tab_show_the_cost(short_tmp: Path) -> None:
+    root = short_tmp
+    paths = HivePaths(root / "home")
+    paths.home.mkdir(parents=True)
+    paths.office_toml.write_text(roster(root))
+    init_office(paths)
+    now = utc_now_iso()
+    task = {"id": "t1", "title": "Parse", "assignee": "jim", "status": "doing"}
+    save_ledger(paths.tasks, {"tasks": [{**task, "created_at": now, "updated_at": now}]})
+    # The office learnt jim's session on an earlier run.
+    paths.run.mkdir(exist_ok=True)
+    paths.usage_file.write_bytes(msgspec.json.encode(UsageFile(sessions={"jim": [SESSION]})))
+    transcript = root / "claude" / "projects" / "-tmp-project" / f"{SESSION}.jsonl"
+    transcript.parent.mkdir(parents=True)
+    # The call came after jim took the task.
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=1)
+    transcript.write_text(transcript_line(later.isoformat().replace("+00:00", "Z")) + "\n")
 
-
-async def test_pane_title_and_tasks_tab_show_the_cost() -> None:
-    root = Path(tempfile.mkdtemp(prefix="hive-cost-app-", dir="/tmp"))
-    try:
-        paths = HivePaths(root / "home")
-        paths.home.mkdir(parents=True)
-        paths.office_toml.write_text(roster(root))
-        init_office(paths)
-        now = utc_now_iso()
-        task = {"id": "t1", "title": "Parse", "assignee": "jim", "status": "doing"}
-        save_ledger(paths.tasks, {"tasks": [{**task, "created_at": now, "updated_at": now}]})
-        # The office learnt jim's session on an earlier run.
-        paths.run.mkdir(exist_ok=True)
-        paths.usage_file.write_bytes(msgspec.json.encode(UsageFile(sessions={"jim": [SESSION]})))
-        transcript = root / "claude" / "projects" / "-tmp-project" / f"{SESSION}.jsonl"
-        transcript.parent.mkdir(parents=True)
-        # The call came after jim took the task.
-        later = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=1)
-        transcript.write_text(transcript_line(later.isoformat().replace("+00:00", "Z")) + "\n")
-
-        app = HiveApp(Office(paths))
-        async with app.run_test(size=(160, 48)) as pilot:
-            pane = app.pane("jim")
-            await until(pilot, lambda: "$0.42" in str(pane.border_title), "the cost in the title")
-            panel = app.query_one(TasksPanel)
-            await until(
-                pilot,
-                lambda: any(key == "t1" and row[-1].plain == "$0.42" for key, row in panel.rows()),
-                "the task's cost in the Tasks tab",
-            )
-            written = msgspec.json.decode(paths.usage_file.read_bytes(), type=UsageFile)
-            assert written.sessions == {"jim": [SESSION]}
-            assert written.agents["jim"].tokens.output == 28_000
-            await app.action_quit()
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    app = HiveApp(Office(paths))
+    async with app.run_test(size=(160, 48)) as pilot:
+        pane = app.pane("jim")
+        await until(pilot, lambda: "$0.42" in str(pane.border_title), "the cost in the title")
+        panel = app.query_one(TasksPanel)
+        await until(
+            pilot,
+            lambda: any(key == "t1" and row[-1].plain == "$0.42" for key, row in panel.rows()),
+            "the task's cost in the Tasks tab",
+        )
+        written = msgspec.json.decode(paths.usage_file.read_bytes(), type=UsageFile)
+        assert written.sessions == {"jim": [SESSION]}
+        assert written.agents["jim"].tokens.output == 28_000
+        await app.action_quit()

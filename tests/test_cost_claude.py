@@ -5,20 +5,19 @@ APIs reported in their answers."""
 from __future__ import annotations
 
 import json
-import shutil
 import signal
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from hive_core.cost import PRICES, cost_of, price_of
-from hive_core.scripted_model import ScriptedModel, bash, has_tool_result, turn, user_says
-from hive_core.scripted_model.server import Usage, build_message
+from hive_core.demo.scripted_model import ScriptedModel, bash, has_tool_result, turn, user_says
+from hive_core.demo.scripted_model.server import Usage, build_message
 from hive_core.usage import Tokens
-from tests.claude_office import AGENTS, BIN, CLAUDE, ClaudeOffice, make_claude_office, wait_for
+from tests.claude_office import AGENTS, BIN, CLAUDE, ClaudeOffice, make_claude_office
+from tests.support import wait_for
 
 pytestmark = [
     pytest.mark.integration,
@@ -66,8 +65,8 @@ def roster_usage(office: ClaudeOffice) -> dict[str, Any]:
     return {a["id"]: a.get("usage") for a in json.loads(result.stdout)["agents"]}
 
 
-def test_token_sums_equal_the_usage_the_api_reported() -> None:
-    root = Path(tempfile.mkdtemp(prefix="hive-cost-", dir="/tmp"))
+def test_token_sums_equal_the_usage_the_api_reported(short_tmp: Path) -> None:
+    root = short_tmp
     # Two content blocks in one message: the CLI writes a transcript line for each.
     jim = [
         turn(user_says("hello office"), "Looking at the team.", bash("hive roster")),
@@ -140,4 +139,3 @@ def test_token_sums_equal_the_usage_the_api_reported() -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
         office.close()
-        shutil.rmtree(root, ignore_errors=True)

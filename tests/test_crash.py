@@ -20,6 +20,7 @@ from hive_core.hive import init_office
 from hive_core.mail import message_files, write_draft
 from hive_core.paths import HivePaths
 from hive_core.schema import Draft, LogEvent, Message
+from tests.support import wait_for
 
 AGENTS = ["michael", "jim", "pam", "dwight", "angela", "kevin"]
 ROSTER = '[office]\nmanager = "michael"\n' + "".join(
@@ -33,15 +34,6 @@ def start_office(home: Path, log: Path) -> subprocess.Popen[bytes]:
         stdout=log.open("ab"),
         stderr=subprocess.STDOUT,
     )
-
-
-def wait_until(predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def pending(paths: HivePaths) -> int:
@@ -103,9 +95,12 @@ def test_kill_9_during_burst_loses_and_duplicates_nothing(tmp_path: Path, seed: 
         office = start_office(home, server_log)
         time.sleep(rng.uniform(0.0, 0.2))
     thread.join()
-    wait_until(lambda: pending(paths) == 0, 60, "the office to route everything")
-    wait_until(lambda: paths.pid_file.exists() and paths.pid_file.read_text().strip() == str(office.pid),
-               30, "the last office to be up")
+    wait_for(lambda: pending(paths) == 0, "the office to route everything", 60)
+    wait_for(
+        lambda: paths.pid_file.exists() and paths.pid_file.read_text().strip() == str(office.pid),
+        "the last office to be up",
+        30,
+    )
     office.send_signal(signal.SIGTERM)
     assert office.wait(timeout=60) == 0, server_log.read_text()[-2000:]
 

@@ -5,11 +5,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -95,11 +93,8 @@ def close_at_once(conn: socket.socket, line: bytes | None) -> None:
 
 
 @pytest.fixture
-def sock_dir() -> Iterator[Path]:
-    # AF_UNIX paths are limited to ~108 bytes; pytest's tmp_path can be longer.
-    path = Path(tempfile.mkdtemp(prefix="cth-", dir="/tmp"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+def sock_dir(short_tmp: Path) -> Path:
+    return short_tmp
 
 
 @pytest.fixture

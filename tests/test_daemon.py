@@ -10,7 +10,6 @@ import shlex
 import shutil
 import signal
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import pytest
 from hive_core.office import daemon
 from hive_core.paths import HivePaths
 from hive_core.schema import Registry
+from tests.support import wait_for
 from tests.tmux_support import (
     AGENTS,
     BIN,
@@ -29,7 +29,6 @@ from tests.tmux_support import (
     find_box,
     row_text,
     tmux_env,
-    wait_for,
     write_office,
 )
 
@@ -38,8 +37,8 @@ class Place:
     """A root folder with an office of shell agents; whatever it started is ended at
     teardown (the office, every tmux server)."""
 
-    def __init__(self) -> None:
-        self.root = Path(tempfile.mkdtemp(prefix="hive-daemon-", dir="/tmp"))
+    def __init__(self, root: Path) -> None:
+        self.root = root
         self.paths = HivePaths(write_office(self.root))
         self.env = tmux_env(self.root)
         self.servers: list[Tmux] = []
@@ -79,14 +78,13 @@ class Place:
             daemon.stop(self.paths)
         for tmux in self.servers:
             tmux.kill()
-        shutil.rmtree(self.root, ignore_errors=True)
 
 
 @pytest.fixture
-def place() -> Iterator[Place]:
+def place(short_tmp: Path) -> Iterator[Place]:
     if shutil.which("tmux") is None:
         pytest.fail("tmux is not installed; scripts/setup installs it")
-    at = Place()
+    at = Place(short_tmp)
     yield at
     at.close()
 

@@ -10,12 +10,10 @@ import re
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 from hive_core.digest import FloorWatch, Routed, compose, digest_notice, fold
 from hive_core.events.decide import MailItem
@@ -24,6 +22,7 @@ from hive_core.mail import iter_inbox
 from hive_core.paths import HivePaths
 from hive_core.schema import Message
 from hive_core.wake import WakeMemory, WakeView, decide_wake
+from tests.support import wait_for
 
 BIN = Path(sys.executable).parent
 PAIR = re.compile(r"^- ([a-z][a-z0-9-]*) -> ([a-z][a-z0-9-]*): (\d+)$", re.M)
@@ -40,18 +39,8 @@ def roster(every_s: float, *, watch: str = "digest") -> str:
     return text
 
 
-def wait_for(predicate: Any, what: str, timeout: float = 60) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := predicate():
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 class Serve:
-    def __init__(self, toml: str) -> None:
-        root = Path(tempfile.mkdtemp(prefix="hive-digest-", dir="/tmp"))
+    def __init__(self, root: Path, toml: str) -> None:
         self.paths = HivePaths(root / "home")
         self.paths.home.mkdir(parents=True)
         self.paths.office_toml.write_text(toml)
@@ -93,8 +82,8 @@ def counted(digests: list[Message]) -> Counter[tuple[str, str]]:
     return total
 
 
-def test_the_digest_counts_the_floor_and_lists_what_waits_for_an_answer() -> None:
-    office = Serve(roster(1))
+def test_the_digest_counts_the_floor_and_lists_what_waits_for_an_answer(short_tmp: Path) -> None:
+    office = Serve(short_tmp, roster(1))
     try:
         office.hive("jim", "send", "--to", "pam", "--act", "request", "--subject", "Review A",
                     "--body", "SECRET-BODY-A")  # fmt: skip
@@ -138,8 +127,8 @@ def test_the_digest_counts_the_floor_and_lists_what_waits_for_an_answer() -> Non
         office.stop()
 
 
-def test_manager_watch_off_sends_no_digest() -> None:
-    office = Serve(roster(0.5, watch="off"))
+def test_manager_watch_off_sends_no_digest(short_tmp: Path) -> None:
+    office = Serve(short_tmp, roster(0.5, watch="off"))
     try:
         office.hive("jim", "send", "--to", "pam", "--subject", "hello", "--body", "x")
         wait_for(lambda: office.inbox("pam"), "delivery")

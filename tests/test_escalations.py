@@ -5,8 +5,8 @@ answered onto its task), and a permission prompt told to the manager once."""
 from __future__ import annotations
 
 import asyncio
-import shutil
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -128,10 +128,9 @@ def test_task_item_ids_name_one_question(item: str, parsed: tuple[str, int] | No
 
 
 @pytest.fixture
-def paths() -> Iterator[HivePaths]:
-    p = _home()
+def paths(short_tmp: Path) -> Iterator[HivePaths]:
+    p = _home(short_tmp)
     yield p
-    shutil.rmtree(p.home.parent, ignore_errors=True)
 
 
 async def _route(office: Office) -> None:
@@ -240,26 +239,23 @@ async def test_a_prompt_left_open_is_told_to_the_manager_once() -> None:
     assert posted[1][0] == HUMAN and len(posted) == 2
 
 
-async def test_the_office_tells_its_manager_of_a_prompt_left_open() -> None:
-    paths = _home()
-    try:
-        toml = paths.office_toml.read_text()
-        paths.office_toml.write_text(
-            toml.replace(
-                'manager = "michael"', 'manager = "michael"\npermission_tell_after_s = 0.05', 1
-            )
+async def test_the_office_tells_its_manager_of_a_prompt_left_open(short_tmp: Path) -> None:
+    paths = _home(short_tmp)
+    toml = paths.office_toml.read_text()
+    paths.office_toml.write_text(
+        toml.replace(
+            'manager = "michael"', 'manager = "michael"\npermission_tell_after_s = 0.05', 1
         )
-        office = Office(paths, agents=False)
-        office.prepare()
-        with office.states.edit("jim") as s:
-            s.prompt = "Bash: make deploy"
-            s.status = "waiting"
-        for _ in range(500):
-            told = [m for m in iter_inbox(paths.mailbox("michael")) if m.id.endswith("-prompt")]
-            if told:
-                break
-            await asyncio.sleep(0.01)
-        [notice] = told
-        assert notice.subject == "jim waits at a permission prompt" and "make deploy" in notice.body
-    finally:
-        shutil.rmtree(paths.home.parent, ignore_errors=True)
+    )
+    office = Office(paths, agents=False)
+    office.prepare()
+    with office.states.edit("jim") as s:
+        s.prompt = "Bash: make deploy"
+        s.status = "waiting"
+    for _ in range(500):
+        told = [m for m in iter_inbox(paths.mailbox("michael")) if m.id.endswith("-prompt")]
+        if told:
+            break
+        await asyncio.sleep(0.01)
+    [notice] = told
+    assert notice.subject == "jim waits at a permission prompt" and "make deploy" in notice.body

@@ -4,8 +4,8 @@ with its history; a message to `human` rings the terminal once."""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
+from pathlib import Path
 
 import msgspec
 import pytest
@@ -23,15 +23,14 @@ from hive_tui.app import HiveApp
 from hive_tui.panels.board import BoardPanel
 from hive_tui.screens.answer import AnswerScreen
 from hive_tui.screens.task import TaskScreen, changes, committed_versions
-from tests.test_app import until
+from tests.support import until
 from tests.test_app_keys import PREFIX, _home
 
 
 @pytest.fixture
-def paths() -> Iterator[HivePaths]:
-    p = _home()
+def paths(short_tmp: Path) -> Iterator[HivePaths]:
+    p = _home(short_tmp)
     yield p
-    shutil.rmtree(p.home.parent, ignore_errors=True)
 
 
 def _ask_on_task(paths: HivePaths, question: str) -> None:

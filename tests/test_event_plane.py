@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import signal
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from hive_core.scripted_model import (
+from hive_core.demo.scripted_model import (
     RecordedRequest,
     ToolUse,
     bash,
@@ -25,7 +23,8 @@ from hive_core.scripted_model import (
     turn,
     user_says,
 )
-from tests.claude_office import AGENTS, BIN, CLAUDE, ClaudeOffice, make_claude_office, wait_for
+from tests.claude_office import AGENTS, BIN, CLAUDE, ClaudeOffice, make_claude_office
+from tests.support import wait_for
 
 pytestmark = [
     pytest.mark.integration,
@@ -34,10 +33,10 @@ pytestmark = [
 
 
 @pytest.fixture
-def start_floor() -> Iterator[Callable[..., Floor]]:
+def start_floor(short_tmp: Path) -> Iterator[Callable[..., Floor]]:
     floors: list[Floor] = []
     # Short paths: the office's sockets live under the home (AF_UNIX paths are <= 107 bytes).
-    root = Path(tempfile.mkdtemp(prefix="hive-ep-", dir="/tmp"))
+    root = short_tmp
 
     def start(scenarios: dict[str, list[Any]], *, stop_block_cap: int = 3) -> Floor:
         office = make_claude_office(root, scenarios, stop_block_cap=stop_block_cap)
@@ -69,7 +68,6 @@ def start_floor() -> Iterator[Callable[..., Floor]]:
             except subprocess.TimeoutExpired:
                 floor.proc.kill()
         floor.close()
-    shutil.rmtree(root, ignore_errors=True)
 
 
 class Floor:

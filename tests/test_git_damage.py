@@ -13,8 +13,9 @@ import pytest
 import hive_core.committer as committer_module
 from hive_core.committer import Committer, RepoDamaged, commit_all, ensure_repo
 from hive_core.hive import GITIGNORE
-from tests.test_committer import async_wait_until, git, messages, run_with, tracked, write
-from tests.test_serve import Serve, run, wait_for
+from tests.support import until, wait_for
+from tests.test_committer import git, messages, run_with, tracked, write
+from tests.test_serve import Serve, run
 
 
 @pytest.fixture
@@ -183,13 +184,13 @@ def test_a_missing_head_commit_is_reported_once_while_retries_back_off(
 
     async def damaged_then_repaired() -> None:
         committer.touch(write(repo, "tasks.json", "{}"))
-        await async_wait_until(lambda: len(attempts) >= 5)
+        await until(None, lambda: len(attempts) >= 5, "five commit attempts")
         assert len(health.problems) == 1, health.problems
         assert f"last commit {tip[:12]}" in health.problems[0]
         assert "is missing" in health.problems[0]
         assert health.cleared == 0
         os.rename(kept, repo / ".git" / "objects" / tip[:2] / tip[2:])
-        await async_wait_until(lambda: health.cleared == 1)
+        await until(None, lambda: health.cleared == 1, "the health report cleared")
 
     run_with(committer, damaged_then_repaired)
     assert messages(repo)[-1] == "tasks.json"

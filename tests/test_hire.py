@@ -10,8 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +25,7 @@ from hive_core.paths import HivePaths
 from hive_tui.app import HiveApp
 from hive_tui.map.widget import OfficeMap
 from hive_tui.terminal.pane import TerminalPane
+from tests.support import office_of, until, wait_for
 
 BIN = Path(sys.executable).parent
 
@@ -42,15 +41,6 @@ def roster(root: Path) -> str:
         "# prices after the roster stay after it\n"
         '[prices."claude-x"]\ninput = 1.0\n'
     )
-
-
-def wait_for(predicate: Any, what: str, timeout: float = 30) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := predicate():
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 class Serve:
@@ -91,8 +81,8 @@ class Serve:
 
 
 @pytest.fixture
-def office() -> Iterator[Serve]:
-    serve = Serve(Path(tempfile.mkdtemp(prefix="hive-hire-", dir="/tmp")))
+def office(short_tmp: Path) -> Iterator[Serve]:
+    serve = Serve(short_tmp)
     try:
         yield serve
     finally:
@@ -209,19 +199,10 @@ def test_the_default_office_toml_takes_a_hire_after_its_last_agent() -> None:
     assert config.agents[-2].env == {"FOO": "1"} and config.agents[-1].env == {}
 
 
-async def until(pilot: Any, predicate: Any, what: str, timeout: float = 30) -> Any:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if value := predicate():
-            return value
-        await pilot.pause(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 async def test_the_app_hires_from_its_form_and_shows_the_new_pane_and_desk(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, short_tmp: Path,
 ) -> None:
-    serve = Serve(Path(tempfile.mkdtemp(prefix="hive-hire-app-", dir="/tmp")))
+    serve = Serve(short_tmp)
     monkeypatch.setenv("SHELL", "/bin/sh")
     app = HiveApp(Office(serve.paths))
     async with app.run_test(size=(160, 48)) as pilot:
@@ -243,7 +224,7 @@ async def test_the_app_hires_from_its_form_and_shows_the_new_pane_and_desk(
         assert app.query_one(OfficeMap).position("angela") is not None
         await until(
             pilot,
-            lambda: (s := app.link.office.supervisor.sessions.get("angela")) and s.alive,
+            lambda: (s := office_of(app).supervisor.sessions.get("angela")) and s.alive,
             "angela's CLI",
         )
         await pilot.press("alt+3")

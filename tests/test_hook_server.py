@@ -10,9 +10,9 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import msgspec
@@ -38,6 +38,7 @@ from hive_core.schema import (
     Message,
 )
 from tests.conftest import Running
+from tests.support import short_dir, wait_for
 
 SHIM = [sys.executable, "-I", "-S", str(Path(__file__).parents[1] / "cth_hook" / "__main__.py")]
 
@@ -61,15 +62,6 @@ def registry(paths: HivePaths) -> dict[str, dict[str, object]]:
     return {a["id"]: a for a in json.loads(paths.registry.read_text())["agents"]}
 
 
-def wait(predicate, what: str, timeout: float = 10):  # type: ignore[no-untyped-def]
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if value := predicate():
-            return value
-        time.sleep(0.02)
-    raise AssertionError(what)
-
-
 def test_socket_and_folder_are_private(running: Running) -> None:
     paths = running.office.paths
     assert paths.hook_socket.stat().st_mode & 0o777 == 0o600
@@ -85,7 +77,7 @@ def test_session_start_records_session_and_answers_with_context(running: Running
     context = reply["hookSpecificOutput"]["additionalContext"]
     assert "You are Jim (id jim)" in context and "inbox is empty" in context
     paths = running.office.paths
-    wait(lambda: registry(paths)["jim"]["session_id"] == "s-42", "registry update")
+    wait_for(lambda: registry(paths)["jim"]["session_id"] == "s-42", "registry update")
     assert registry(paths)["jim"]["status"] == "idle"
 
 
@@ -128,11 +120,11 @@ def test_wrong_secret_gets_nothing_and_is_logged(running: Running, secret: str) 
     before = jim()
     out = hook(running, "jim", {"hook_event_name": "SessionEnd"}, secret=secret)
     assert (out.returncode, out.stdout, out.stderr) == (0, "", "")
-    wait(lambda: "wrong or stale secret" in paths.log.read_text(), "the refusal in the log")
+    wait_for(lambda: "wrong or stale secret" in paths.log.read_text(), "the refusal in the log")
     assert jim() == before
     # The same event with jim's own secret does end his session.
     hook(running, "jim", {"hook_event_name": "SessionEnd"})
-    wait(lambda: jim()[0] == "exited", "jim's SessionEnd through with his secret")
+    wait_for(lambda: jim()[0] == "exited", "jim's SessionEnd through with his secret")
 
 
 def test_unknown_agent_and_stale_secret_are_refused(running: Running) -> None:
@@ -210,7 +202,7 @@ def test_undecodable_frames_get_no_reply_and_the_next_is_served(
 ) -> None:
     paths = running.office.paths
     assert exchange(paths.hook_socket, make(running)) == b""
-    wait(lambda: f"refused a hook frame: {why}" in log_text(paths), "the refusal in the log")
+    wait_for(lambda: f"refused a hook frame: {why}" in log_text(paths), "the refusal in the log")
     # The allowed path, on the next connection: an event at the bound is answered.
     reply = exchange(paths.hook_socket, frame(running, nested(EVENT_DEPTH_MAX)))
     assert json.loads(reply) == {"exit": 0, "stdout": "", "stderr": ""}
@@ -232,7 +224,7 @@ def test_a_failure_while_answering_is_logged_and_the_server_goes_on(running: Run
         out = hook(running, "jim", {"hook_event_name": "Stop", "stop_hook_active": False})
         assert (out.returncode, out.stdout, out.stderr) == (0, "", "")
         paths = running.office.paths
-        wait(lambda: "a hook went unanswered" in log_text(paths), "the failure in the log")
+        wait_for(lambda: "a hook went unanswered" in log_text(paths), "the failure in the log")
         pam = hook(running, "pam", {"hook_event_name": "SessionStart", "session_id": "p"})
         assert "You are Pam" in pam.stdout
     finally:
@@ -316,6 +308,9 @@ def test_hostile_inbox_files_are_left_out_of_the_view_and_break_nothing(
         "You have 1 unread message:",
         f"- {good} from pam (request): the good one",
     ]
+    def logged(name: str, why: str) -> bool:
+        return f"{name}.json: it" in log_text(paths) and why in log_text(paths)
+
     for name, why in [
         ("deep", "nested too deeply"),
         ("big", "over the"),
@@ -323,9 +318,7 @@ def test_hostile_inbox_files_are_left_out_of_the_view_and_break_nothing(
         ("link", "cannot be opened as a plain file"),
         ("fifo", "not a regular file"),
     ]:
-        wait(
-            lambda n=name, w=why: f"{n}.json: it" in log_text(paths) and w in log_text(paths), name
-        )
+        wait_for(partial(logged, name, why), name)
     # The files are the agent's: left where they are.
     assert len(list(paths.mailbox("jim").inbox.iterdir())) == 7
     # Other agents' hooks are untouched.
@@ -394,22 +387,19 @@ def test_control_client_refuses_an_oversize_request_before_sending(running: Runn
     ],
     ids=["deep", "wrong-shape", "oversize", "folder"],
 )
-def test_a_hostile_registry_is_ignored_and_the_office_starts(content: bytes | None) -> None:
-    root = Path(tempfile.mkdtemp(prefix="hive-reg-", dir="/tmp"))
-    try:
-        paths = HivePaths(root / "home")
-        init_office(paths)
-        good = read_registry(paths)
-        assert good is not None and good.manager == "michael"  # the allowed path
-        paths.registry.unlink()
-        if content is None:
-            paths.registry.mkdir()
-        else:
-            paths.registry.write_bytes(content)
-        assert read_registry(paths) is None
-        assert Office(paths, agents=False).states.keys() == {a.id for a in good.agents}
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+def test_a_hostile_registry_is_ignored_and_the_office_starts(content: bytes | None, short_tmp: Path) -> None:
+    root = short_tmp
+    paths = HivePaths(root / "home")
+    init_office(paths)
+    good = read_registry(paths)
+    assert good is not None and good.manager == "michael"  # the allowed path
+    paths.registry.unlink()
+    if content is None:
+        paths.registry.mkdir()
+    else:
+        paths.registry.write_bytes(content)
+    assert read_registry(paths) is None
+    assert Office(paths, agents=False).states.keys() == {a.id for a in good.agents}
 
 
 def test_nested_deeper_counts_levels() -> None:
@@ -519,8 +509,8 @@ def test_any_control_request_is_answered(data: bytes) -> None:
 @settings(max_examples=200, deadline=None)
 @given(st.lists(HOSTILE, min_size=1, max_size=4))
 def test_any_inbox_file_is_shown_or_left_out_never_raises(files: list[bytes]) -> None:
-    root = Path(tempfile.mkdtemp(prefix="hive-prop-", dir="/tmp"))
-    try:
+    # Each example needs an empty inbox, so no per-test fixture.
+    with short_dir() as root:
         paths = HivePaths(root / "home")
         inbox = paths.mailbox("jim").inbox
         inbox.mkdir(parents=True)
@@ -533,5 +523,3 @@ def test_any_inbox_file_is_shown_or_left_out_never_raises(files: list[bytes]) ->
         shown = [m.id for m in index.unread("jim")]
         assert shown[-1] == good  # the good message is never lost among the bad ones
         assert len(shown) + len(skipped) == len(files) + 1
-    finally:
-        shutil.rmtree(root, ignore_errors=True)

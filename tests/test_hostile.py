@@ -23,13 +23,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import wait_for
+
 BIN = Path(sys.executable).parent
 AGENTS = ["michael", "jim", "pam"]
 ROSTER = '[office]\nmanager = "michael"\n' + "".join(
     f'\n[[agents]]\nid = "{a}"\nname = "{a.title()}"\nprovider = "shell"\n' for a in AGENTS
 )
-# Generous: these machines are shared; the point is "delivered without a restart".
-DEADLINE_S = 20.0
 NESTED = b'{"to":"pam","body":"x","x":' + b"[" * 1000 + b"]" * 1000 + b"}"
 
 
@@ -41,15 +41,6 @@ def hive(home: Path, *args: str, agent: str | None = None) -> subprocess.Complet
     return subprocess.run(
         [str(BIN / args[0]), *args[1:]], env=env, capture_output=True, text=True, timeout=60
     )
-
-
-def wait_for(predicate: Callable[[], object], what: str, timeout: float = DEADLINE_S) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def box(home: Path, who: str) -> Path:
@@ -238,7 +229,7 @@ def _forged_line_check(home: Path) -> None:
 
 
 def _planted_hops(home: Path) -> None:
-    parent = {
+    parent: dict[str, object] = {
         "id": "20260101T000000000000-planted",
         "conversation": "c",
         "in_reply_to": None,

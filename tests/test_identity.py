@@ -10,8 +10,7 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -19,6 +18,7 @@ import pytest
 
 from hive_core.control import Attributed, Peer, ancestry, attribute
 from hive_core.schema import ControlReply
+from tests.support import wait_for
 
 BIN = Path(sys.executable).parent
 AGENTS = ("michael", "jim", "pam")
@@ -31,14 +31,6 @@ ROSTER = (
     + '\n[[agents]]\nid = "dwight"\nname = "Dwight"\nprovider = "shell"\nsend_only = true\n'
     + '\n[[agents]]\nid = "toby"\nname = "Toby"\nprovider = "shell"\narchived = true\n'
 )
-DEADLINE_S = 30.0
-
-
-def wait_for(predicate: Callable[[], object], what: str, timeout: float = DEADLINE_S) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 class Done(NamedTuple):

@@ -7,17 +7,16 @@ Edit goes through and changes the file."""
 from __future__ import annotations
 
 import json
-import shutil
 import signal
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from hive_core.scripted_model import ToolUse, has_tool_result, turn, user_says
-from tests.claude_office import BIN, CLAUDE, ClaudeOffice, make_claude_office, wait_for
+from hive_core.demo.scripted_model import ToolUse, has_tool_result, turn, user_says
+from tests.claude_office import BIN, CLAUDE, ClaudeOffice, make_claude_office
+from tests.support import wait_for
 from tests.test_policy_claude import tool_results
 
 pytestmark = [
@@ -33,9 +32,9 @@ def edit(path: Path) -> ToolUse:
 
 
 @pytest.fixture
-def floor() -> Iterator[tuple[ClaudeOffice, Path, list[ToolUse]]]:
+def floor(short_tmp: Path) -> Iterator[tuple[ClaudeOffice, Path, list[ToolUse]]]:
     # Short paths: the office's sockets live under the home (AF_UNIX paths are <= 107 bytes).
-    root = Path(tempfile.mkdtemp(prefix="hive-lease-", dir="/tmp"))
+    root = short_tmp
     target = root / "project" / "src" / "parser.py"
     calls = [ToolUse("Read", {"file_path": str(target)}), edit(target), edit(target)]
     office = make_claude_office(
@@ -89,7 +88,6 @@ def floor() -> Iterator[tuple[ClaudeOffice, Path, list[ToolUse]]]:
         except subprocess.TimeoutExpired:
             proc.kill()
         office.close()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def test_an_edit_of_a_leased_file_is_denied_until_the_lease_lapses(

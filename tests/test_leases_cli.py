@@ -9,22 +9,15 @@ import json
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
 import pytest
 
+from tests.support import wait_for
+
 BIN = Path(sys.executable).parent
-DEADLINE_S = 30.0
-
-
-def wait_for(predicate: Callable[[], object], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 class Done(NamedTuple):

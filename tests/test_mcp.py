@@ -24,11 +24,8 @@ from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
 
 from hive_core.agents.claude import ClaudeProvider
 from hive_core.agents.provider import LaunchContext
-from hive_core.claude_env import claude_environment, write_claude_config
-from hive_core.mail import message_files
-from hive_core.paths import HivePaths
-from hive_core.schema import AgentSpec, Draft, Message
-from hive_core.scripted_model import (
+from hive_core.demo.claude_env import claude_environment, write_claude_config
+from hive_core.demo.scripted_model import (
     Scenario,
     ScriptedModel,
     ToolUse,
@@ -38,6 +35,9 @@ from hive_core.scripted_model import (
     turn,
     user_says,
 )
+from hive_core.mail import message_files
+from hive_core.paths import HivePaths
+from hive_core.schema import AgentSpec, Draft, Message
 
 VENV_BIN = Path(sys.executable).parent
 HIVE = str(VENV_BIN / "hive")

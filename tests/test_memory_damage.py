@@ -7,9 +7,6 @@ import concurrent.futures
 import os
 import shutil
 import stat
-import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -33,16 +30,10 @@ from hive_core.memory.tidy import tidy
 from hive_core.paths import HivePaths
 from hive_core.schema import Draft
 from tests.conftest import Running
+from tests.support import wait_for
 from tests.test_memory import entry, hive
 
 SECRET = "the payroll export password is in the blue binder"
-
-
-def wait_for(predicate: Callable[[], object], what: str, timeout: float = 20) -> None:
-    end = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < end, what
-        time.sleep(0.05)
 
 
 def mode(path: Path) -> int:
@@ -149,24 +140,21 @@ def test_damage_met_by_a_query_rebuilds_and_answers(office_home: HivePaths) -> N
     check_rebuilt(office_home, made, "random bytes")
 
 
-def test_the_office_rebuilds_a_damaged_database_at_start() -> None:
-    root = Path(tempfile.mkdtemp(prefix="hive-md-", dir="/tmp"))
+def test_the_office_rebuilds_a_damaged_database_at_start(short_tmp: Path) -> None:
+    root = short_tmp
+    paths = HivePaths(root / "home")
+    init_office(paths)
+    made = remembered(paths)
+    a_folder(paths.memory_db)
+    office = Running(paths)
     try:
-        paths = HivePaths(root / "home")
-        init_office(paths)
-        made = remembered(paths)
-        a_folder(paths.memory_db)
-        office = Running(paths)
-        try:
-            wait_for(
-                lambda: "memory.db was unusable" in paths.log.read_text(),
-                "the office logs the rebuild",
-            )
-            check_rebuilt(paths, made, "a folder")
-        finally:
-            office.close()
+        wait_for(
+            lambda: "memory.db was unusable" in paths.log.read_text(),
+            "the office logs the rebuild",
+        )
+        check_rebuilt(paths, made, "a folder")
     finally:
-        shutil.rmtree(root)
+        office.close()
 
 
 def test_header_problems() -> None:

@@ -4,22 +4,13 @@ agent at SessionStart, and notes are folded when the agent goes idle."""
 from __future__ import annotations
 
 import json
-import time
 
 from hive_core.mail import write_draft
 from hive_core.memory import open_store
 from hive_core.schema import Draft
 from tests.conftest import Running
+from tests.support import wait_for
 from tests.test_hook_server import hook
-
-
-def wait(predicate, what: str, timeout: float = 10):  # type: ignore[no-untyped-def]
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if value := predicate():
-            return value
-        time.sleep(0.05)
-    raise AssertionError(what)
 
 
 def test_routed_mail_is_searchable_by_its_parties_only(running: Running) -> None:
@@ -36,7 +27,7 @@ def test_routed_mail_is_searchable_by_its_parties_only(running: Running) -> None
                 "xylophone_cache" in h.entry.text for h in store.search("xylophone", caller=caller)
             )
 
-    wait(lambda: found("jim") and found("pam"), "the message indexed for its sender and recipient")
+    wait_for(lambda: found("jim") and found("pam"), "the message indexed for its sender and recipient")
     assert not found("michael") and not found("pete")
 
 
@@ -57,7 +48,7 @@ def test_notes_are_folded_when_the_agent_goes_idle(running: Running) -> None:
     # By rule here: the CLI path has its own tests against the scripted model.
     running.office.memory.use_cli = False
     hook(running, "pete", {"hook_event_name": "Stop", "stop_hook_active": False})
-    wait(
+    wait_for(
         lambda: (
             "10 requests per second" in box.memory.read_text()
             and "10 requests per second" not in box.notes.read_text()

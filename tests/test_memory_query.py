@@ -9,8 +9,6 @@ one that leaks."""
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -71,12 +69,11 @@ def entry(
 
 
 @pytest.fixture
-def home() -> Iterator[HivePaths]:
-    root = Path(tempfile.mkdtemp(prefix="hive-mq-", dir="/tmp"))
+def home(short_tmp: Path) -> Iterator[HivePaths]:
+    root = short_tmp
     paths = HivePaths(root / "home")
     init_office(paths)
     yield paths
-    shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture

@@ -5,8 +5,6 @@ tidy and for the memory.md an agent is handed at start."""
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,19 +18,19 @@ from hive_core.memory.retention import Retention, sweep
 from hive_core.memory.sources import note_line
 from hive_core.paths import HivePaths
 from tests.conftest import Running
-from tests.test_hook_server import hook, wait
+from tests.support import wait_for
+from tests.test_hook_server import hook
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 OLD, NEW = "2026-09-01T09:00:00Z", "2026-11-30T09:00:00Z"
 
 
 @pytest.fixture
-def home() -> Iterator[HivePaths]:
-    root = Path(tempfile.mkdtemp(prefix="hive-ret-", dir="/tmp"))
+def home(short_tmp: Path) -> Iterator[HivePaths]:
+    root = short_tmp
     paths = HivePaths(root / "home")
     init_office(paths)
     yield paths
-    shutil.rmtree(root, ignore_errors=True)
 
 
 def set_office(paths: HivePaths, lines: str) -> None:
@@ -94,16 +92,13 @@ def test_retention_by_size_drops_the_oldest_first(home: HivePaths) -> None:
     assert "old vendor" in box.notes.read_text()
 
 
-def test_retention_settings_are_checked() -> None:
-    root = Path(tempfile.mkdtemp(prefix="hive-ret-", dir="/tmp"))
-    try:
-        paths = HivePaths(root / "home")
-        init_office(paths)
-        set_office(paths, "memory_retention_days = 0")
-        with pytest.raises(ConfigError, match="memory_retention_days"):
-            load_office(paths.office_toml)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+def test_retention_settings_are_checked(short_tmp: Path) -> None:
+    root = short_tmp
+    paths = HivePaths(root / "home")
+    init_office(paths)
+    set_office(paths, "memory_retention_days = 0")
+    with pytest.raises(ConfigError, match="memory_retention_days"):
+        load_office(paths.office_toml)
 
 
 def running_with(paths: HivePaths) -> Running:
@@ -119,7 +114,7 @@ def test_the_office_keeper_applies_retention(home: HivePaths) -> None:
     office = running_with(home)
     try:
         box = home.mailbox("jim")
-        wait(lambda: "old vendor" not in box.notes.read_text(), "old notes dropped", timeout=20)
+        wait_for(lambda: "old vendor" not in box.notes.read_text(), "old notes dropped", timeout=20)
         assert "new vendor" in box.notes.read_text()
     finally:
         office.close()
@@ -141,7 +136,7 @@ def test_the_tidy_and_the_start_keep_office_tomls_budget(home: HivePaths) -> Non
         assert "fact 00" in context and "fact 59" not in context
         assert "fact 20" not in context  # 1,024 bytes hold under 20 of these lines
         hook(office, "pete", {"hook_event_name": "Stop", "stop_hook_active": False})
-        wait(lambda: len(box.memory.read_bytes()) <= 1024, "memory.md tidied to 1024 bytes")
+        wait_for(lambda: len(box.memory.read_bytes()) <= 1024, "memory.md tidied to 1024 bytes")
         assert "fact 59" in box.memory.read_text()  # the newest stays; the oldest go
         assert "fact 00" in box.archive.read_text()
     finally:

@@ -4,15 +4,11 @@ the semantic extra is installed. A real index behind it, driven by Pilot."""
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from textual.app import App, ComposeResult
-from textual.pilot import Pilot
 from textual.widgets import OptionList, Select, Static
 
 from hive_core.hive import init_office
@@ -21,11 +17,12 @@ from hive_core.memory.store import Mode, SearchScope
 from hive_core.paths import HivePaths
 from hive_core.schema import HUMAN
 from hive_tui.panels.memory import MemoryPanel
+from tests.support import until
 
 
 @pytest.fixture
-def home() -> Iterator[HivePaths]:
-    root = Path(tempfile.mkdtemp(prefix="hive-tab-", dir="/tmp"))
+def home(short_tmp: Path) -> Iterator[HivePaths]:
+    root = short_tmp
     paths = HivePaths(root / "home")
     init_office(paths)
     paths.board.write_text("# Plan\n\nThe flux_capacitor rollout waits for the staging soak.\n")
@@ -33,7 +30,6 @@ def home() -> Iterator[HivePaths]:
         store.reindex()
         note(paths, "jim", "flux_capacitor password is in the vault", store)
     yield paths
-    shutil.rmtree(root, ignore_errors=True)
 
 
 def searcher(paths: HivePaths) -> Callable[[str, SearchScope, Mode], list[Hit]]:
@@ -53,20 +49,13 @@ class TabApp(App[None]):
         yield self.panel
 
 
-async def until(pilot: Pilot[None], done: Callable[[], object], what: str) -> None:
-    end = time.monotonic() + 15
-    while not done():
-        assert time.monotonic() < end, what
-        await pilot.pause(0.05)
-
-
 def shown(app: TabApp) -> list[str]:
     results = app.query_one("#memory-results", OptionList)
     return [str(results.get_option_at_index(i).prompt) for i in range(results.option_count)]
 
 
 async def test_scope_all_shows_every_agents_memory_labelled_by_owner(home: HivePaths) -> None:
-    app = TabApp(MemoryPanel(searcher(home), home.hive, semantic=False))
+    app = TabApp(MemoryPanel(searcher(home), home, semantic=False))
     async with app.run_test(size=(120, 40)) as pilot:
         assert not app.query("#memory-mode"), "no mode switch without the extra"
         assert "scripts/setup --semantic" in str(app.query_one("#memory-status", Static).render())
@@ -93,7 +82,7 @@ async def test_scope_all_shows_every_agents_memory_labelled_by_owner(home: HiveP
 
 
 async def test_the_mode_switch_reaches_the_search(home: HivePaths) -> None:
-    app = TabApp(MemoryPanel(searcher(home), home.hive, semantic=True))
+    app = TabApp(MemoryPanel(searcher(home), home, semantic=True))
     async with app.run_test(size=(120, 40)) as pilot:
         app.query_one("#memory-mode", Select).value = "semantic"
         app.panel.focus_target().focus()

@@ -5,8 +5,6 @@ files behind it, driven by Pilot."""
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,14 +19,15 @@ from hive_core.schema import HUMAN
 from hive_tui.panels.memory import MemoryPanel
 from hive_tui.screens.confirm import ConfirmScreen
 from hive_tui.screens.memory_edit import MemoryEditScreen
-from tests.test_memory_tab import TabApp, searcher, shown, until
+from tests.support import until
+from tests.test_memory_tab import TabApp, searcher, shown
 
 SOAK = "The flux_capacitor rollout waits for the staging soak."
 
 
 @pytest.fixture
-def home() -> Iterator[HivePaths]:
-    root = Path(tempfile.mkdtemp(prefix="hive-tab-edit-", dir="/tmp"))
+def home(short_tmp: Path) -> Iterator[HivePaths]:
+    root = short_tmp
     paths = HivePaths(root / "home")
     init_office(paths)
     paths.board.write_text(f"# Plan\n\n{SOAK}\n\n- Release notes are due on the 3rd.\n")
@@ -36,7 +35,6 @@ def home() -> Iterator[HivePaths]:
         store.reindex()
         note(paths, "jim", "flux_capacitor password is in the vault", store)
     yield paths
-    shutil.rmtree(root, ignore_errors=True)
 
 
 def said(app: TabApp) -> str:
@@ -62,7 +60,7 @@ def pick(app: TabApp, words: str) -> None:
 
 
 async def test_forget_an_office_entry_asks_first_then_takes_it_out(home: HivePaths) -> None:
-    app = TabApp(MemoryPanel(searcher(home), home.hive, semantic=False))
+    app = TabApp(MemoryPanel(searcher(home), home, semantic=False))
     async with app.run_test(size=(120, 40)) as pilot:
         # f and e are letters in the query box.
         await search(app, pilot, "flux staging soak")
@@ -88,7 +86,7 @@ async def test_forget_an_office_entry_asks_first_then_takes_it_out(home: HivePat
 async def test_an_agents_private_entry_is_refused_and_left_as_it_was(home: HivePaths) -> None:
     notes = home.mailbox("jim").notes
     before = notes.read_bytes()
-    app = TabApp(MemoryPanel(searcher(home), home.hive, semantic=False))
+    app = TabApp(MemoryPanel(searcher(home), home, semantic=False))
     async with app.run_test(size=(120, 40)) as pilot:
         app.query_one("#memory-scope", Select).value = "all"
         await search(app, pilot, "flux vault")
@@ -119,7 +117,7 @@ async def test_an_agents_private_entry_is_refused_and_left_as_it_was(home: HiveP
 
 
 async def test_edit_an_office_entry(home: HivePaths) -> None:
-    app = TabApp(MemoryPanel(searcher(home), home.hive, semantic=False))
+    app = TabApp(MemoryPanel(searcher(home), home, semantic=False))
     async with app.run_test(size=(120, 40)) as pilot:
         await search(app, pilot, "staging soak")
         await until(pilot, lambda: shown(app), "the board entry")

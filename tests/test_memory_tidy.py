@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,8 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hive_core.agents.claude import structured_output
-from hive_core.claude_env import claude_environment, write_claude_config
 from hive_core.cli.group import cli
+from hive_core.demo.claude_env import claude_environment, write_claude_config
+from hive_core.demo.scripted_model import Scenario, ScriptedModel, ToolUse, anything, turn
 from hive_core.hive import init_office
 from hive_core.memory import open_store
 from hive_core.memory.fold import (
@@ -41,7 +41,6 @@ from hive_core.memory.sources import note_line
 from hive_core.memory.tidy import summariser_for, tidy
 from hive_core.paths import HivePaths
 from hive_core.schema import AgentSpec
-from hive_core.scripted_model import Scenario, ScriptedModel, ToolUse, anything, turn
 from tests.conftest import ProvingOffice
 
 VENV_BIN = Path(sys.executable).parent
@@ -74,12 +73,11 @@ def notes_file(texts: Sequence[str]) -> str:
 
 
 @pytest.fixture
-def home() -> Iterator[HivePaths]:
-    root = Path(tempfile.mkdtemp(prefix="hive-tidy-", dir="/tmp"))
+def home(short_tmp: Path) -> Iterator[HivePaths]:
+    root = short_tmp
     paths = HivePaths(root / "home")
     init_office(paths)
     yield paths
-    shutil.rmtree(root, ignore_errors=True)
 
 
 # --- pure parts ---------------------------------------------------------------------------

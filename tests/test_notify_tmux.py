@@ -15,8 +15,8 @@ import pytest
 from hive_core.mail import write_draft
 from hive_core.paths import HivePaths
 from hive_core.schema import HUMAN, Draft
+from tests.support import wait_for
 from tests.test_app_keys import Tmux, _home
-from tests.tmux_support import wait_for
 
 
 def osc9(text: str) -> bytes:
@@ -25,10 +25,10 @@ def osc9(text: str) -> bytes:
 
 
 @pytest.fixture
-def office_in_tmux() -> Iterator[tuple[HivePaths, Tmux]]:
+def office_in_tmux(short_tmp: Path) -> Iterator[tuple[HivePaths, Tmux]]:
     if shutil.which("tmux") is None:
         pytest.skip("tmux not installed (scripts/setup installs it)")
-    paths = _home()
+    paths = _home(short_tmp)
     tmux = Tmux(paths.home.parent)
     conf = paths.home.parent / "tmux.conf"
     conf.write_text(conf.read_text() + "set -g allow-passthrough on\n")
@@ -43,7 +43,6 @@ def office_in_tmux() -> Iterator[tuple[HivePaths, Tmux]]:
         # The office outlives the app (issue 11): stop it, then end tmux.
         subprocess.run([app, "stop", "--home", str(paths.home)], capture_output=True)
         subprocess.run([*tmux.base, "kill-server"], check=False)
-        shutil.rmtree(paths.home.parent, ignore_errors=True)
 
 
 def test_a_message_to_human_rings_once_through_tmux(

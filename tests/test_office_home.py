@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_serve import Serve, run, wait_for
+from tests.support import wait_for
+from tests.test_serve import Serve, run
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ child at the cell that was clicked."""
 from __future__ import annotations
 
 import sys
-import tempfile
 from collections.abc import AsyncIterator
 from functools import partial
 from pathlib import Path
@@ -19,7 +18,7 @@ from hive_core.office import Office
 from hive_core.paths import HivePaths
 from hive_tui.app import HiveApp
 from hive_tui.terminal.pane import TerminalPane
-from tests.test_app import until
+from tests.support import office_of, until
 
 # Draws its terminal's size at the top left and a `>` in the last cell of the last row,
 # again on every SIGWINCH; in raw mode, with SGR mouse reports asked for, it shows the
@@ -47,8 +46,8 @@ AGENTS = ("michael", "jim", "pam")
 
 
 @pytest.fixture
-async def app() -> AsyncIterator[HiveApp]:
-    root = Path(tempfile.mkdtemp(prefix="hive-geometry-", dir="/tmp"))
+async def app(short_tmp: Path) -> AsyncIterator[HiveApp]:
+    root = short_tmp
     paths = HivePaths(root / "home")
     paths.home.mkdir(parents=True)
     lines = ['[office]\nmanager = "michael"\n']
@@ -106,8 +105,8 @@ async def drawn_size_is_pty_size(pilot: Any, app: HiveApp) -> None:
             f"{agent} to report its pane's interior {pane.size}, it says {reported(pane)!r}",
         )
         assert pane.outer_size.width == pane.size.width + 2  # the border is drawn around it
-        rows = screen(pane)
-        assert rows[-1].endswith(">"), rows[-1]
+        lines = screen(pane)
+        assert lines[-1].endswith(">"), lines[-1]
 
 
 def expected_layout(app: HiveApp) -> tuple[int, int]:
@@ -184,8 +183,8 @@ os.write(1, b"\x1b[H\x1b[2J" + b"".join(
 """
 
 
-async def test_an_exited_agents_last_screen_is_kept_in_every_layout() -> None:
-    root = Path(tempfile.mkdtemp(prefix="hive-geometry-", dir="/tmp"))
+async def test_an_exited_agents_last_screen_is_kept_in_every_layout(short_tmp: Path) -> None:
+    root = short_tmp
     paths = HivePaths(root / "home")
     paths.home.mkdir(parents=True)
     lines = ['[office]\nmanager = "michael"\n']
@@ -203,7 +202,7 @@ async def test_an_exited_agents_last_screen_is_kept_in_every_layout() -> None:
         pane = app.pane("jim")
         await until(pilot, lambda: pane.render_line(0).text.startswith("READY"), "jim ready")
         await pilot.press("x")
-        await until(pilot, lambda: app.link.office.states["jim"].status == "exited", "jim's exit")
+        await until(pilot, lambda: office_of(app).states["jim"].status == "exited", "jim's exit")
         await until(pilot, lambda: pane.exited, "the pane to know")
         last = screen(pane)
         assert last[0] == ("00" + "#" * pane.size.width)[: pane.size.width]

@@ -12,6 +12,7 @@ import pytest
 from hive_core.paths import HivePaths, Mailbox, PlaceKind
 
 CORE = Path(__file__).resolve().parent.parent / "hive_core"
+APP = CORE.parent / "hive_tui"
 PATHS_PY = CORE / "paths.py"
 
 HOME = Path("/srv/office")
@@ -95,6 +96,8 @@ def test_locate_names_every_office_path() -> None:
     assert paths.locate(paths.run / "anything") == ("run", None)
     assert paths.locate(HOME / "project") == ("home_other", None)
     assert paths.locate(paths.hive / "notes.txt") == ("hive_other", None)
+    for made in (paths.settings_file("jim"), paths.provider_home("codex", "jim") / "x.toml"):
+        assert paths.locate(made) == ("agent_settings", None)
 
 
 @pytest.mark.parametrize("owner", ["jim", "human"])
@@ -242,9 +245,9 @@ def layout_literals(source: str, names: frozenset[str]) -> list[tuple[int, str, 
                     add(node, min(hit), f"parses a path: {ast.unparse(node)}")
                     break
         elif isinstance(node, ast.Tuple | ast.List | ast.Set):
-            words = _literals(node)
-            if words and set(words) <= strict and any("." in w for w in words):
-                add(node, min(words), f"lists layout names: {ast.unparse(node)}")
+            literals = _literals(node)
+            if literals and set(literals) <= strict and any("." in w for w in literals):
+                add(node, min(literals), f"lists layout names: {ast.unparse(node)}")
     return sorted(set(found))
 
 
@@ -264,7 +267,7 @@ def test_no_module_but_paths_py_knows_the_layout() -> None:
     names = layout_names()
     assert {"agents", "inbox", ".done", ".sent", "board.md", "notes.md"} <= names
     problems = []
-    for file in sorted(CORE.rglob("*.py")):
+    for file in sorted([*CORE.rglob("*.py"), *APP.rglob("*.py")]):
         rel = file.relative_to(CORE.parent).as_posix()
         if file == PATHS_PY:
             continue

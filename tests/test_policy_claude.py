@@ -8,10 +8,8 @@ runs the same `curl` and it goes through: the office does not deny it."""
 from __future__ import annotations
 
 import json
-import shutil
 import signal
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +17,7 @@ from typing import Any
 import pytest
 
 import cth_hook
-from hive_core.scripted_model import (
+from hive_core.demo.scripted_model import (
     RecordedRequest,
     ToolUse,
     bash,
@@ -27,7 +25,8 @@ from hive_core.scripted_model import (
     turn,
     user_says,
 )
-from tests.claude_office import BIN, CLAUDE, ClaudeOffice, make_claude_office, wait_for
+from tests.claude_office import BIN, CLAUDE, ClaudeOffice, make_claude_office
+from tests.support import wait_for
 
 pytestmark = [
     pytest.mark.integration,
@@ -39,9 +38,9 @@ HOOK_MAIN = Path(cth_hook.__file__).parent / "__main__.py"
 
 
 @pytest.fixture
-def floor() -> Iterator[tuple[ClaudeOffice, dict[str, list[ToolUse]]]]:
+def floor(short_tmp: Path) -> Iterator[tuple[ClaudeOffice, dict[str, list[ToolUse]]]]:
     # Short paths: the office's sockets live under the home (AF_UNIX paths are <= 107 bytes).
-    root = Path(tempfile.mkdtemp(prefix="hive-pol-", dir="/tmp"))
+    root = short_tmp
     home = root / "home"
     jim_calls = [
         bash(f"cd {home} && echo x > agent-settings/jim.json"),
@@ -93,7 +92,6 @@ def floor() -> Iterator[tuple[ClaudeOffice, dict[str, list[ToolUse]]]]:
         except subprocess.TimeoutExpired:
             proc.kill()
         office.close()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def tool_results(request: RecordedRequest) -> dict[str, dict[str, Any]]:

@@ -21,6 +21,7 @@ import pytest
 
 from hive_core.agents import pty_session
 from hive_core.agents.pty_session import PtySession
+from tests.support import until, wait_for
 
 ENV = {"PATH": os.environ["PATH"]}
 PY = sys.executable
@@ -43,11 +44,10 @@ class Pane:
 
     async def until(self, what: Callable[[], bool] | bytes, timeout: float = 10) -> None:
         predicate = (lambda: what in self.out) if isinstance(what, bytes) else what
-        deadline = time.monotonic() + timeout
-        while not predicate():
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out; output so far: {bytes(self.out[-1000:])!r}")
-            await asyncio.sleep(0.02)
+        try:
+            await until(None, predicate, "the pane's output", timeout)
+        except AssertionError as e:
+            raise AssertionError(f"{e}; output so far: {bytes(self.out[-1000:])!r}") from None
 
     async def exit(self) -> tuple[int | None, int | None]:
         await self.until(lambda: bool(self.exits))
@@ -61,14 +61,6 @@ async def spawned(argv: list[str], cwd: Path, **kw: Any) -> AsyncIterator[PtySes
         yield session
     finally:
         await session.terminate(grace=1)
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 # A process is identified by (pid, start time), so a recycled pid is not mistaken for it.
@@ -240,7 +232,7 @@ def test_twenty_megabytes_written_while_nobody_reads_all_arrive(tmp_path: Path) 
 
     async def main() -> None:
         async with spawned([PY, "-c", child], tmp_path) as s:
-            wait_until(lambda: blocked_writing(s.pid), 10, "the child to block on a full pty")
+            wait_for(lambda: blocked_writing(s.pid), "the child to block on a full pty", 10)
             pane = Pane(s)
             assert await pane.exit() == (0, None)
         assert len(pane.out) == total
@@ -257,10 +249,10 @@ def test_read_available_drains_without_a_loop(tmp_path: Path) -> None:
         out.extend(s.read_available())
         return what in out
 
-    wait_until(lambda: read_until(b"hi\r\n"), 10, "hi")
+    wait_for(lambda: read_until(b"hi\r\n"), "hi", 10)
     s.write(b"yo\n")
-    wait_until(lambda: read_until(b"x=yo\r\n"), 10, "x=yo")
-    wait_until(lambda: not s.alive, 10, "the exit")
+    wait_for(lambda: read_until(b"x=yo\r\n"), "x=yo", 10)
+    wait_for(lambda: not s.alive, "the exit", 10)
     assert (s.exit_status, s.signal_status) == (0, None)
     assert s.read_available() == b""
     run(s.terminate())
@@ -405,9 +397,7 @@ def children_of(pid: int) -> set[Proc]:
 
 
 def sleeps_in(leader: int, n: int) -> set[Proc]:
-    wait_until(
-        lambda: list(session_members(leader).values()).count("sleep") == n, 10, f"{n} sleeps"
-    )
+    wait_for(lambda: list(session_members(leader).values()).count("sleep") == n, f"{n} sleeps", 10)
     return set(session_members(leader))
 
 
@@ -433,7 +423,7 @@ def test_nothing_outlives_an_office_killed_with_sigkill(tmp_path: Path, script: 
     finally:
         office.kill()
         office.wait()
-    wait_until(lambda: not survivors(procs), 10, f"no survivors of {procs}")
+    wait_for(lambda: not survivors(procs), f"no survivors of {procs}", 10)
 
 
 def test_one_guard_serves_every_session_of_the_office(tmp_path: Path) -> None:
@@ -450,7 +440,7 @@ def test_one_guard_serves_every_session_of_the_office(tmp_path: Path) -> None:
     finally:
         office.kill()
         office.wait()
-    wait_until(lambda: not survivors(procs), 10, f"no survivors of {procs}")
+    wait_for(lambda: not survivors(procs), f"no survivors of {procs}", 10)
 
 
 def test_a_guard_that_died_is_replaced_and_told_every_session(tmp_path: Path) -> None:
@@ -461,7 +451,7 @@ def test_a_guard_that_died_is_replaced_and_told_every_session(tmp_path: Path) ->
         procs = sleeps_in(first, 2)
         (guard,) = {p for p in children_of(office.pid) if p[0] != first}
         os.kill(guard[0], signal.SIGKILL)
-        wait_until(lambda: not survivors({guard}), 10, "the guard to die")
+        wait_for(lambda: not survivors({guard}), "the guard to die", 10)
         office.stdin.write(b"set -m; sleep 300 & sleep 300\n")
         office.stdin.flush()
         second = int(office.stdout.readline())
@@ -473,7 +463,7 @@ def test_a_guard_that_died_is_replaced_and_told_every_session(tmp_path: Path) ->
         office.kill()
         office.wait()
     # The first session too: the new guard was told of it, not only of the second.
-    wait_until(lambda: not survivors(procs), 10, f"no survivors of {procs}")
+    wait_for(lambda: not survivors(procs), f"no survivors of {procs}", 10)
 
 
 def test_what_a_full_terminal_holds_arrives_in_one_callback_in_order(tmp_path: Path) -> None:
@@ -497,7 +487,7 @@ def test_what_a_full_terminal_holds_arrives_in_one_callback_in_order(tmp_path: P
 
     async def main() -> None:
         async with spawned([PY, "-c", child], tmp_path) as s:
-            wait_until(lambda: blocked_writing(s.pid), 10, "the child to block on a full pty")
+            wait_for(lambda: blocked_writing(s.pid), "the child to block on a full pty", 10)
             done = asyncio.get_running_loop().create_future()
             s.attach(asyncio.get_running_loop(), chunks.append, lambda *_: done.set_result(0))
             await done

@@ -10,7 +10,7 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
@@ -35,6 +35,7 @@ from hive_core.routing.decide import Floor
 from hive_core.routing.router import WRITE_GRACE_S, DiskFull, Router
 from hive_core.schema import BODY_MAX, Draft, LogEvent, Message
 from tests.conftest import Running
+from tests.support import wait_for
 
 NESTED = b'{"to":"pam","body":"x","x":' + b"[" * 1000 + b"]" * 1000 + b"}"
 
@@ -507,13 +508,6 @@ def test_a_full_disk_pauses_routing_and_it_resumes_by_itself(small_disk: Path) -
     routed = [e for e in log_events(paths) if e.kind == "route" and e.subject == "while full"]
     assert len(routed) == 1
     assert_canary(paths, router, 2)
-
-
-def wait_for(predicate: Callable[[], object], what: str, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def test_a_running_office_resumes_routing_when_the_disk_has_room(small_disk: Path) -> None:

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from hive_core.scripted_model import (
+from hive_core.demo.scripted_model import (
     Scenario,
     ScriptedModel,
     ToolUse,

@@ -8,10 +8,11 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+
+from tests.support import wait_for
 
 BIN = Path(sys.executable).parent
 
@@ -28,15 +29,6 @@ def run(
     if check and result.returncode != 0:
         raise AssertionError(f"{cmd} -> {result.returncode}\n{result.stdout}\n{result.stderr}")
     return result
-
-
-def wait_for(predicate, what: str, timeout: float = 15) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 class Serve:

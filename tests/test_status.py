@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from hive_core import control
 from hive_core.agents.claude import ClaudeProvider
 from hive_core.agents.provider import CanonicalEvent, HookDecision
-from hive_core.cli.office import render_why
+from hive_core.cli.render import why_text
 from hive_core.events.decide import AgentView, MailItem, OfficeFacts, decide
 from hive_core.schema import ControlRequest, StatusKind
 from hive_core.status import (
@@ -353,7 +353,7 @@ def test_why_answers_for_a_roster_agent_and_refuses_another(running: Running) ->
     assert (entry.state, entry.why, entry.evidence) == (shown.kind, shown.why, shown.evidence)
     refused = control.request(socket, ControlRequest(cmd="why", agent="toby"))
     assert not refused.ok and refused.error and "no agent 'toby'" in refused.error
-    assert render_why("jim", reply.detail).splitlines() == [
+    assert why_text("jim", reply.detail).splitlines() == [
         "jim: offline",
         shown.why,
         f"evidence: {shown.evidence}",

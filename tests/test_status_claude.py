@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -17,8 +15,9 @@ from typing import Any
 
 import pytest
 
-from hive_core.scripted_model import ApiError, Turn, api_error, turn, user_says
-from tests.claude_office import AGENTS, BIN, CLAUDE, ClaudeOffice, make_claude_office, wait_for
+from hive_core.demo.scripted_model import ApiError, Turn, api_error, turn, user_says
+from tests.claude_office import AGENTS, BIN, CLAUDE, ClaudeOffice, make_claude_office
+from tests.support import wait_for
 
 pytestmark = [
     pytest.mark.integration,
@@ -49,10 +48,10 @@ class Floor:
 
 
 @pytest.fixture
-def start_floor() -> Iterator[Callable[..., Floor]]:
+def start_floor(short_tmp: Path) -> Iterator[Callable[..., Floor]]:
     floors: list[Floor] = []
     # Short paths: the office's sockets live under the home (AF_UNIX paths are <= 107 bytes).
-    root = Path(tempfile.mkdtemp(prefix="hive-st-", dir="/tmp"))
+    root = short_tmp
 
     def start(
         scenarios: dict[str, Sequence[Turn]], *, stop_block_cap: int = 3, stall_after_s: float = 300
@@ -86,7 +85,6 @@ def start_floor() -> Iterator[Callable[..., Floor]]:
             except subprocess.TimeoutExpired:
                 floor.proc.kill()
         floor.office.close()
-    shutil.rmtree(root, ignore_errors=True)
 
 
 def test_mail_released_at_the_cap_is_told_once_and_explained(

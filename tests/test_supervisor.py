@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 from hive_core.agents.providers import providers
@@ -13,6 +11,7 @@ from hive_core.agents.supervisor import Supervisor
 from hive_core.config import load_office
 from hive_core.hive import init_office
 from hive_core.paths import HivePaths
+from tests.support import until
 
 ROSTER = """\
 [office]
@@ -39,13 +38,6 @@ def supervisor(home: Path, name: str, out: list[bytes]) -> Supervisor:
     return sup
 
 
-async def until(predicate: Callable[[], bool], timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.02)
-
-
 def test_identity_is_rewritten_only_when_it_changed(tmp_path: Path) -> None:
     home = tmp_path / "home"
 
@@ -53,7 +45,7 @@ def test_identity_is_rewritten_only_when_it_changed(tmp_path: Path) -> None:
         out: list[bytes] = []
         sup = supervisor(home, name, out)
         assert await sup.start("m")
-        await until(lambda: b"ready" in b"".join(out))
+        await until(None, lambda: b"ready" in b"".join(out), "the child to say ready")
         await sup.stop_all()
         return sup.paths.mailbox("m").identity
 

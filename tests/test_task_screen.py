@@ -6,8 +6,8 @@ office (its router delivers the mail) under the real app, driven by Pilot."""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
+from pathlib import Path
 
 import msgspec
 import pytest
@@ -22,15 +22,15 @@ from hive_core.paths import HivePaths
 from hive_core.schema import Ledger, Task
 from hive_tui.app import HiveApp
 from hive_tui.screens.task import RetryScreen, TaskScreen
-from tests.test_app import until
+from tests.support import until
 from tests.test_app_keys import PREFIX, _home
 
 CHECKPOINT = "Parser done and tested; next: error messages with line numbers"
 
 
 @pytest.fixture
-def paths() -> Iterator[HivePaths]:
-    p = _home()
+def paths(short_tmp: Path) -> Iterator[HivePaths]:
+    p = _home(short_tmp)
     now = utc_now_iso()
     with tasks.locked(p):
         ledger = tasks.load_ledger(p.tasks)
@@ -42,7 +42,6 @@ def paths() -> Iterator[HivePaths]:
         ledger, _ = tasks.add_task(ledger, "Nobody's yet", assignable=[], now=now)
         tasks.save_ledger(p.tasks, ledger)
     yield p
-    shutil.rmtree(p.home.parent, ignore_errors=True)
 
 
 def on_disk(paths: HivePaths, task_id: str) -> Task:

@@ -7,10 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-import tempfile
-import time
 from pathlib import Path
-from typing import Any
 
 import msgspec
 import pytest
@@ -24,6 +21,10 @@ from hive_core.schema import Ledger, Message
 from hive_tui.app import HiveApp
 from hive_tui.panels.inbox import InboxPanel
 from tests.claude_office import CLAUDE
+from tests.support import office_of, until
+
+# A whole delegation by three real claude agents: each step can take a model turn or two.
+TEAM_S = 90
 
 pytestmark = [
     pytest.mark.integration,
@@ -31,15 +32,6 @@ pytestmark = [
 ]
 QUESTION = "May I drop the legacy import table once the new loader is live?"
 ANSWER = "Yes, after one clean nightly run."
-
-
-async def until(pilot: Any, predicate: Any, what: str, timeout: float = 90) -> Any:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if value := predicate():
-            return value
-        await pilot.pause(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def ledger(paths: HivePaths) -> Ledger:
@@ -51,8 +43,8 @@ def done_messages(paths: HivePaths, who: str) -> list[Message]:
     return [decoder.decode(p.read_bytes()) for p in message_files(paths.mailbox(who).done)]
 
 
-async def test_a_team_delivers_and_the_person_answers(monkeypatch: pytest.MonkeyPatch) -> None:
-    home = Path(tempfile.mkdtemp(prefix="hive-team-", dir="/tmp")) / "home"
+async def test_a_team_delivers_and_the_person_answers(monkeypatch: pytest.MonkeyPatch, short_tmp: Path) -> None:
+    home = short_tmp / "home"
     home.mkdir()
     brains = {
         "michael": ManagerBrain(),
@@ -66,7 +58,7 @@ async def test_a_team_delivers_and_the_person_answers(monkeypatch: pytest.Monkey
     app = HiveApp(Office(paths))
     try:
         async with app.run_test(size=(160, 48)) as pilot:
-            office = app.link.office
+            office = office_of(app)
             # Both tasks are reported done and recorded by the manager.
             await until(
                 pilot,
@@ -76,6 +68,7 @@ async def test_a_team_delivers_and_the_person_answers(monkeypatch: pytest.Monkey
                     and all(t.status == "done" for t in ledger(paths).tasks)
                 ),
                 "both tasks done",
+                TEAM_S,
             )
             # Pam's question reached the person's escalations in the app.
             panel = app.query_one(InboxPanel)
@@ -83,6 +76,7 @@ async def test_a_team_delivers_and_the_person_answers(monkeypatch: pytest.Monkey
                 pilot,
                 lambda: [m for m in app.escalations.values() if m.subject == QUESTION],
                 "the question in the app's escalations",
+                TEAM_S,
             )
             assert question.needs_human and question.task == "t2" and question.sender == "pam"
             # The person answers from the app: Inbox tab, Enter on the message, type, send.
@@ -91,7 +85,10 @@ async def test_a_team_delivers_and_the_person_answers(monkeypatch: pytest.Monkey
             await pilot.pause()
             panel.post_message(InboxPanel.Open(question.id))
             await until(
-                pilot, lambda: type(app.screen).__name__ == "AnswerScreen", "the answer screen"
+                pilot,
+                lambda: type(app.screen).__name__ == "AnswerScreen",
+                "the answer screen",
+                TEAM_S,
             )
             await pilot.press(*ANSWER)
             await pilot.press("ctrl+s")
@@ -106,6 +103,7 @@ async def test_a_team_delivers_and_the_person_answers(monkeypatch: pytest.Monkey
                     if m.sender == "human" and m.body.startswith(ANSWER)
                 ],
                 "the answer in the manager's mail",
+                TEAM_S,
             )
             assert answer[0].task == "t2"
             [t2] = [t for t in ledger(paths).tasks if t.id == "t2"]
@@ -117,10 +115,16 @@ async def test_a_team_delivers_and_the_person_answers(monkeypatch: pytest.Monkey
                 pilot,
                 lambda: not any(list(iter_inbox(paths.mailbox(a))) for a in ("jim", "pam")),
                 "the engineers' inboxes empty",
+                TEAM_S,
             )
             stats = office.watchdog.stats
             await pilot.press("ctrl+right_square_bracket", "q")
-            await until(pilot, lambda: app._office_worker.is_finished, "the office to stop and commit")
+            await until(
+                pilot,
+                lambda: app._office_worker.is_finished,
+                "the office to stop and commit",
+                TEAM_S,
+            )
     finally:
         demo.stop()
 

@@ -16,7 +16,6 @@ import itertools
 import re
 import shutil
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from tests.support import short_dir, wait_for
 from tests.tmux_support import (
     PLAIN,
     Cell,
@@ -32,7 +32,6 @@ from tests.tmux_support import (
     TmuxOffice,
     differences,
     row_text,
-    wait_for,
 )
 
 pytestmark = pytest.mark.skipif(
@@ -49,14 +48,13 @@ MATCH_S = 8.0
 @pytest.fixture(scope="module")
 def office() -> Iterator[TmuxOffice]:
     # Short path: tmux's socket lives in it.
-    root = Path(tempfile.mkdtemp(prefix="hive-par-", dir="/tmp"))
-    (root / "lines.txt").write_text("".join(f"line {n} of the file\n" for n in range(1, 301)))
-    office = TmuxOffice(root)
-    try:
-        yield office
-    finally:
-        office.close()
-        shutil.rmtree(root, ignore_errors=True)
+    with short_dir() as root:
+        (root / "lines.txt").write_text("".join(f"line {n} of the file\n" for n in range(1, 301)))
+        office = TmuxOffice(root)
+        try:
+            yield office
+        finally:
+            office.close()
 
 
 @pytest.fixture(scope="module", params=["default", "zoom", "grid"])

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from hive_core.scripted_model import turn, user_says
-from tests.claude_office import BIN, CLAUDE, ClaudeOffice, make_claude_office, wait_for
+from hive_core.demo.scripted_model import turn, user_says
+from tests.claude_office import BIN, CLAUDE, ClaudeOffice, make_claude_office
+from tests.support import wait_for
 
 pytestmark = [
     pytest.mark.integration,
@@ -54,8 +54,8 @@ class Tmux:
 
 
 @pytest.fixture
-def office_in_tmux() -> Iterator[tuple[ClaudeOffice, Tmux]]:
-    root = Path(tempfile.mkdtemp(prefix="hive-tm-", dir="/tmp"))
+def office_in_tmux(short_tmp: Path) -> Iterator[tuple[ClaudeOffice, Tmux]]:
+    root = short_tmp
     office = make_claude_office(
         root,
         {
@@ -94,7 +94,6 @@ def office_in_tmux() -> Iterator[tuple[ClaudeOffice, Tmux]]:
             wait_for(lambda: not office.agent_pids(), "the office to stop its agents", 30)
         subprocess.run([*tmux.base, "kill-server"], check=False)
         office.close()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def test_office_in_tmux(office_in_tmux: tuple[ClaudeOffice, Tmux]) -> None:

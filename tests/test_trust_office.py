@@ -10,7 +10,8 @@ import json
 from pathlib import Path
 
 from hive_core.routing.marks import WEB_MARK
-from tests.test_hostile import Serve, box, draft, hive, received, wait_for
+from tests.support import wait_for
+from tests.test_hostile import Serve, box, draft, hive, received
 
 AGENTS = ["michael", "jim", "pam"]
 ROSTER = (

@@ -11,9 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
-import time
-from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,17 +24,9 @@ from hive_core.paths import HivePaths
 from hive_core.schema import Draft
 from hive_core.worktree_plan import branch_name
 from hive_core.worktrees import changed_files, place, read_record, review
+from tests.support import wait_for
 
 BIN = Path(sys.executable).parent
-
-
-def wait_for(predicate: Any, what: str, timeout: float = 30) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := predicate():
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def git(cwd: Path, *args: str) -> str:
@@ -137,12 +127,9 @@ class Office:
 
 
 @pytest.fixture
-def root() -> Iterator[Path]:
-    # Short, and outside any repository (a tmp_path inside one would give every agent
-    # a worktree of it).
-    path = Path(tempfile.mkdtemp(prefix="hive-wt-", dir="/tmp"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+def root(short_tmp: Path) -> Path:
+    # Outside any repository: a tmp_path inside one would give every agent a worktree of it.
+    return short_tmp
 
 
 def cwd_of(pid: int) -> str:
@@ -156,7 +143,7 @@ def test_agents_start_in_their_own_worktrees_and_are_warned_once_of_a_shared_fil
     office.serve()
     try:
         pids = {
-            a: wait_for(lambda a=a: office.pid(a), f"{a} started")
+            a: wait_for(partial(office.pid, a), f"{a} started")
             for a in ("michael", "jim", "pam", "dwight")
         }
         # Each in its own worktree (pam in the same subfolder it was given), on its branch;
@@ -177,12 +164,12 @@ def test_agents_start_in_their_own_worktrees_and_are_warned_once_of_a_shared_fil
         office.type("jim", "echo jim > a.txt")
         office.type("pam", "echo pam > ../a.txt && git commit -qam pam")
         for agent in ("jim", "pam", "michael"):
-            wait_for(lambda a=agent: office.inbox(a, "a.txt"), f"{agent} warned of a.txt")
+            wait_for(partial(office.inbox, agent, "a.txt"), f"{agent} warned of a.txt")
         # A later overlap (b.txt) is found by later checks; a.txt is not told again.
         office.type("jim", "echo jim > b.txt")
         office.type("pam", "echo pam > ../b.txt")
         for agent in ("jim", "pam", "michael"):
-            wait_for(lambda a=agent: office.inbox(a, "b.txt"), f"{agent} warned of b.txt")
+            wait_for(partial(office.inbox, agent, "b.txt"), f"{agent} warned of b.txt")
         assert [len(office.inbox(a, "a.txt")) for a in ("jim", "pam", "michael")] == [1, 1, 1]
         assert "pam" in office.inbox("jim", "a.txt")[0]["subject"]
         assert "jim" in office.inbox("pam", "a.txt")[0]["subject"]

@@ -4,8 +4,6 @@ real git worktree."""
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -18,15 +16,15 @@ from hive_core.office import Office
 from hive_core.paths import HivePaths
 from hive_tui.app import HiveApp
 from hive_tui.panels.diff import DiffScreen
-from tests.test_app import until
+from tests.support import office_of, until
 from tests.test_worktree import make_repo
 
 PREFIX = "ctrl+right_square_bracket"
 
 
 @pytest.fixture
-async def app() -> AsyncIterator[HiveApp]:
-    root = Path(tempfile.mkdtemp(prefix="hive-wt-app-", dir="/tmp"))
+async def app(short_tmp: Path) -> AsyncIterator[HiveApp]:
+    root = short_tmp
     repo = make_repo(root)
     paths = HivePaths(root / "home")
     paths.home.mkdir()
@@ -38,13 +36,12 @@ async def app() -> AsyncIterator[HiveApp]:
     )
     init_office(paths)
     yield HiveApp(Office(paths))
-    shutil.rmtree(root, ignore_errors=True)
 
 
 async def test_prefix_d_shows_each_agents_changed_files_and_their_hunks(app: HiveApp) -> None:
-    worktree = app.link.office.paths.worktree("jim")
+    worktree = office_of(app).paths.worktree("jim")
     async with app.run_test(size=(160, 48)) as pilot:
-        await until(pilot, lambda: app.link.office.supervisor.sessions.get("jim"), "jim started")
+        await until(pilot, lambda: office_of(app).supervisor.sessions.get("jim"), "jim started")
         (worktree / "a.txt").write_text("a\njim was here\n")
         (worktree / "notes.md").write_text("# notes\n")
         await pilot.press(PREFIX, "v")

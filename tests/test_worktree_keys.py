@@ -21,7 +21,7 @@ from hive_tui.link import LocalLink
 from hive_tui.map.widget import OfficeMap
 from hive_tui.panels.diff import DiffScreen
 from hive_tui.screens.confirm import ConfirmScreen
-from tests.support import until
+from tests.support import office_of, until
 from tests.test_worktree import git, make_repo
 
 PREFIX = "ctrl+right_square_bracket"
@@ -56,7 +56,7 @@ def text_of(widget: Static) -> str:
 
 async def jim_commits(pilot: Pilot[Any], app: HiveApp, name: str, text: str) -> str:
     assert isinstance(app.link, LocalLink)
-    office = app.link.office
+    office = office_of(app)
     await until(pilot, lambda: started(office, "jim"), "jim started")
     worktree = office.paths.worktree("jim")
     (worktree / name).write_text(text)
@@ -155,7 +155,7 @@ async def test_the_map_marks_two_agents_whose_branches_touch_one_file(short_tmp:
     hive, _repo = office_app(short_tmp, ["jim", "pam", "dwight"], "worktree_check_s = 0.2")
     paths = hive.link.paths
     assert isinstance(hive.link, LocalLink)
-    office = hive.link.office
+    office = office_of(hive)
     async with hive.run_test(size=(200, 60)) as pilot:
         await until(
             pilot, lambda: all(started(office, a) for a in ("jim", "pam", "dwight")), "started"

@@ -21,12 +21,13 @@ import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from rich.cells import get_character_cell_size
+
+from tests.support import wait_for
 
 BIN = Path(sys.executable).parent
 PREFIX_KEY = "C-]"
@@ -37,17 +38,6 @@ CHILD_TERM = {"TERM": "xterm-256color", "COLORTERM": "truecolor"}
 SHELL = ["bash", "--norc", "--noprofile", "-i"]
 # Given to each shell directly: tmux starts its sessions through sh, which drops PS1.
 PS1 = "$ "
-
-
-def wait_for(predicate: Callable[[], Any], what: str, timeout: float = 20) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.03)
 
 
 # --- cells -------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import shlex
 from abc import ABC, abstractmethod
 from typing import Any
 
-from hive_core.scripted_model.scenario import (
+from hive_core.demo.scripted_model.scenario import (
     Block,
     Request,
     Scenario,

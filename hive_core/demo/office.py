@@ -16,14 +16,14 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from hive_core.claude_env import claude_environment, write_claude_config
 from hive_core.committer import commit_all
 from hive_core.demo.brains import GOAL, Brain, ManagerBrain, WorkerBrain
+from hive_core.demo.claude_env import claude_environment, write_claude_config
+from hive_core.demo.scripted_model import ScriptedModel
 from hive_core.hive import init_office
 from hive_core.mail import write_draft
 from hive_core.paths import HivePaths
 from hive_core.schema import HUMAN, Draft
-from hive_core.scripted_model import ScriptedModel
 
 DEFAULT_DEMO_HOME = "~/.hive-office-demo"
 # Not a key to anything: the scripted model accepts any. Longer than 20 characters,

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from hive_core.scripted_model.scenario import ApiError, Request, Scenario, Text, ToolUse, Turn
+from hive_core.demo.scripted_model.scenario import ApiError, Request, Scenario, Text, ToolUse, Turn
 
 # --- wire shapes (the subset of the Messages API the CLI reads) ------------------------
 

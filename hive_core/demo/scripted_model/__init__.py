@@ -1,16 +1,18 @@
 """A scripted Anthropic Messages API for tests and the demo.
 
+A test and demo tool, not part of the product: nothing outside tests, bench and the demo imports it.
+
 scenario = Scenario([
     turn(user_says("check mail"), "Checking.", bash("hive inbox")),
     turn(has_tool_result(), "Done."),
 ])
 with ScriptedModel(scenario) as model:
-    env = claude_environment(model.base_url, ...)   # see hive_core.claude_env
+    env = claude_environment(model.base_url, ...)   # see hive_core.demo.claude_env
     ...
     model.wait_for(lambda r: r.turn == 1)
 """
 
-from hive_core.scripted_model.scenario import (
+from hive_core.demo.scripted_model.scenario import (
     ApiError,
     Block,
     Predicate,
@@ -29,7 +31,7 @@ from hive_core.scripted_model.scenario import (
     turn,
     user_says,
 )
-from hive_core.scripted_model.server import RecordedRequest, ScriptedModel
+from hive_core.demo.scripted_model.server import RecordedRequest, ScriptedModel
 
 __all__ = [
     "ApiError",

@@ -1,5 +1,7 @@
 """A throwaway Claude Code home that starts without a single prompt, for tests and the demo.
 
+A test and demo tool, not part of the product: nothing outside tests, bench and the demo imports it.
+
     write_claude_config(config_dir, api_key, trusted=[cwd, ...]) -> Path of .claude.json
     claude_environment(base_url=..., api_key=..., config_dir=..., base=os.environ) -> env
 
