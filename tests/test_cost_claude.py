@@ -25,11 +25,11 @@ pytestmark = [
 ]
 
 
-def reported(model: ScriptedModel) -> dict[str, int]:
+def reported(model: ScriptedModel, requests: list[Any]) -> dict[str, int]:
     """The usage the scripted API put in its answers to the conversation's requests
     (those with tools: the CLI's side requests, such as a title, are not transcribed)."""
     sums = {"input": 0, "output": 0, "cache_write": 0, "cache_read": 0}
-    for usage, _model in answers(model):
+    for usage, _model in answers(model, requests):
         sums["input"] += usage.input_tokens
         sums["output"] += usage.output_tokens
         sums["cache_write"] += usage.cache_creation_input_tokens
@@ -37,17 +37,23 @@ def reported(model: ScriptedModel) -> dict[str, int]:
     return sums
 
 
-def answers(model: ScriptedModel) -> list[tuple[Usage, str]]:
+def answers(model: ScriptedModel, requests: list[Any]) -> list[tuple[Usage, str]]:
     # The usage the server reports depends on the request only, not on the turn.
     return [
-        (build_message(model.scenario.fallback, r.body).usage, r.body["model"])
-        for r in model.main_requests
+        (build_message(model.scenario.fallback, r.body).usage, r.body["model"]) for r in requests
     ]
 
 
-def list_price_cost(model: ScriptedModel) -> float:
+def snapshot(office: ClaudeOffice) -> dict[str, list[Any]]:
+    """Each agent's requests so far. Taken before reading what the office summed: the
+    manager goes on answering the office's notices at its own pace, so a request that
+    comes in between makes the two differ and the caller reads both again."""
+    return {a: list(office.models[a].main_requests) for a in AGENTS}
+
+
+def list_price_cost(model: ScriptedModel, requests: list[Any]) -> float:
     total = 0.0
-    for usage, name in answers(model):
+    for usage, name in answers(model, requests):
         price = price_of(name, PRICES)
         assert price is not None, f"the CLI asked for {name}, which has no list price"
         tokens = Tokens(
@@ -99,29 +105,40 @@ def test_token_sums_equal_the_usage_the_api_reported(short_tmp: Path) -> None:
         for agent in AGENTS:
             assert office.models[agent].main_requests, f"{agent} made no request"
 
-        def settled() -> bool:
+        def settled() -> tuple[dict[str, list[Any]], dict[str, Any]] | None:
+            sent = snapshot(office)
             usage = roster_usage(office)
-            return all(
-                usage.get(a) and usage[a]["tokens"] == reported(office.models[a]) for a in AGENTS
+            same = all(
+                usage.get(a) and usage[a]["tokens"] == reported(office.models[a], sent[a])
+                for a in AGENTS
             )
+            return (sent, usage) if same else None
 
-        wait_for(settled, "the roster's sums to match the API's usage", timeout=60)
-        usage = roster_usage(office)
+        sent, usage = wait_for(settled, "the roster's sums to match the API's usage", 60)
         for agent in AGENTS:
-            assert usage[agent]["cost"] == pytest.approx(list_price_cost(office.models[agent]))
+            want = list_price_cost(office.models[agent], sent[agent])
+            assert usage[agent]["cost"] == pytest.approx(want)
             assert usage[agent]["unpriced"] == []
-        result = office.run("hive-office", "cost", "--home", str(office.home), "--json")
-        rows = json.loads(result.stdout)["rows"]
-        assert {a: rows[a]["tokens"] for a in AGENTS} == {
-            a: reported(office.models[a]) for a in AGENTS
-        }
-        result = office.run(
-            "hive-office", "cost", "--home", str(office.home), "--by", "task", "--json"
-        )
-        tasks = json.loads(result.stdout)["rows"]
-        assert {t: row["tokens"] for t, row in tasks.items()} == {
-            "t1": reported(office.models["jim"])
-        }
+
+        def cost_rows(*by: str) -> tuple[dict[str, list[Any]], dict[str, Any]]:
+            sent = snapshot(office)
+            result = office.run("hive-office", "cost", "--home", str(office.home), *by, "--json")
+            return sent, json.loads(result.stdout)["rows"]
+
+        def per_agent() -> bool:
+            sent, rows = cost_rows()
+            return {a: rows[a]["tokens"] for a in AGENTS} == {
+                a: reported(office.models[a], sent[a]) for a in AGENTS
+            }
+
+        wait_for(per_agent, "hive-office cost to match the API's usage per agent", 60)
+
+        def per_task() -> bool:
+            sent, rows = cost_rows("--by", "task")
+            jim = reported(office.models["jim"], sent["jim"])
+            return {t: row["tokens"] for t, row in rows.items()} == {"t1": jim}
+
+        wait_for(per_task, "hive-office cost --by task to put jim's usage on t1", 60)
         text = office.run("hive-office", "cost", "--home", str(office.home), "--by", "day").stdout
         assert "total" in text and "No price for" not in text, text
         # The sums held although the transcript repeats a message (one line per block).
