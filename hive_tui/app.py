@@ -23,6 +23,7 @@ from rich.text import Text
 from textual import events, on
 from textual.app import App, ComposeResult
 from textual.containers import Container, Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.keys import _character_to_key
 from textual.reactive import reactive
 from textual.timer import Timer
@@ -334,6 +335,10 @@ class HiveApp(App[None], inherit_bindings=False):
 
     @on(HiveLoaded)
     def _hive_loaded(self, loaded: HiveLoaded) -> None:
+        try:
+            office_map = self.query_one(OfficeMap)
+        except NoMatches:
+            return  # a load that lands while the app closes: its screen is gone
         if loaded.board is not None:
             self.query_one(BoardPanel).show(loaded.board)
         if loaded.ledger is not None:
@@ -346,7 +351,6 @@ class HiveApp(App[None], inherit_bindings=False):
             self._ring({}, [(m.id, f"{m.sender}: {m.subject or m.act}") for m in loaded.inbox])
         if loaded.unread:
             self.unread.update(loaded.unread)
-        office_map = self.query_one(OfficeMap)
         manager = self.manager
         changed = set(loaded.unread) | ({manager} if loaded.inbox is not None else set())
         for agent_id in sorted(changed & set(self.roster)):

@@ -152,6 +152,13 @@ def test_the_office_rebuilds_a_damaged_database_at_start(short_tmp: Path) -> Non
             lambda: "memory.db was unusable" in paths.log.read_text(),
             "the office logs the rebuild",
         )
+
+        def reindexed() -> bool:
+            # The office says so first, then indexes the hive into the new file.
+            with open_store(paths) as store:
+                return [h.id for h in store.search("zeppelin cache", "jim", "own")] == [made]
+
+        wait_for(reindexed, "the office's rebuilt memory.db to hold the hive's entries")
         check_rebuilt(paths, made, "a folder")
     finally:
         office.close()
