@@ -7,15 +7,18 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hive_core.demo.claude_env import claude_environment, write_claude_config
 from hive_core.demo.scripted_model import Scenario, ScriptedModel, Turn
+from tests.support import wait_for
 
 BIN = Path(sys.executable).parent
 CLAUDE = shutil.which("claude", path=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
@@ -144,3 +147,35 @@ def make_claude_office(
         capture_output=True,
     )
     return ClaudeOffice(root, home, project, models, env)
+
+
+@contextmanager
+def serving(office: ClaudeOffice, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """`hive-office serve` for the office, output to `log`, until every agent of it has
+    started its session and is idle; stopped as the person stops it (SIGTERM), and the
+    scripted models with it."""
+    agents = list(office.models)
+    proc = subprocess.Popen(
+        [str(BIN / "hive-office"), "serve", "--home", str(office.home)],
+        env=office.env,
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        wait_for(
+            lambda: all(
+                office.registry().get(a, {}).get("session_id")
+                and office.registry()[a]["status"] == "idle"
+                for a in agents
+            ),
+            f"{', '.join(agents)}: SessionStart",
+            timeout=90,
+        )
+        yield proc
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        office.close()

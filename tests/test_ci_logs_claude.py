@@ -6,8 +6,6 @@ asked for the log once, and both tool results the model receives are the cached 
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,8 +19,7 @@ from hive_core.demo.scripted_model import (
     turn,
     user_says,
 )
-from tests.claude_office import BIN, CLAUDE, ClaudeOffice, make_claude_office
-from tests.support import wait_for
+from tests.claude_office import CLAUDE, ClaudeOffice, make_claude_office, serving
 from tests.test_ci_logs import REPO, FakeGh
 
 pytestmark = [
@@ -49,29 +46,8 @@ def floor(short_tmp: Path) -> Iterator[tuple[ClaudeOffice, FakeGh]]:
         agents=("jim",),
     )
     office.env["PATH"] = f"{gh.folder}:{office.env['PATH']}"
-    proc = subprocess.Popen(
-        [str(BIN / "hive-office"), "serve", "--home", str(office.home)],
-        env=office.env,
-        stdout=(root / "serve.log").open("wb"),
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        wait_for(
-            lambda: (
-                office.registry().get("jim", {}).get("session_id")
-                and office.registry()["jim"]["status"] == "idle"
-            ),
-            "jim's SessionStart",
-            timeout=90,
-        )
+    with serving(office, root / "serve.log"):
         yield office, gh
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        office.close()
 
 
 def tool_result_text(request: RecordedRequest) -> str:

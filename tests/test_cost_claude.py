@@ -5,8 +5,6 @@ APIs reported in their answers."""
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +14,7 @@ from hive_core.cost import PRICES, cost_of, price_of
 from hive_core.demo.scripted_model import ScriptedModel, bash, has_tool_result, turn, user_says
 from hive_core.demo.scripted_model.server import Usage, build_message
 from hive_core.usage import Tokens
-from tests.claude_office import AGENTS, BIN, CLAUDE, ClaudeOffice, make_claude_office
+from tests.claude_office import AGENTS, CLAUDE, ClaudeOffice, make_claude_office, serving
 from tests.support import wait_for
 
 pytestmark = [
@@ -79,22 +77,7 @@ def test_token_sums_equal_the_usage_the_api_reported(short_tmp: Path) -> None:
         turn(has_tool_result(), "Hello, team!"),
     ]
     office = make_claude_office(root, {"jim": jim})
-    proc = subprocess.Popen(
-        [str(BIN / "hive-office"), "serve", "--home", str(office.home)],
-        env=office.env,
-        stdout=(root / "serve.log").open("wb"),
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        wait_for(
-            lambda: all(
-                office.registry().get(a, {}).get("session_id")
-                and office.registry()[a]["status"] == "idle"
-                for a in AGENTS
-            ),
-            "both agents' SessionStart",
-            timeout=90,
-        )
+    with serving(office, root / "serve.log"):
         # Jim holds a task from before his first request: all his usage is the task's.
         office.run(
             "hive", "task", "add", "Say hello", "--assignee", "jim", "--home", str(office.home)
@@ -149,10 +132,3 @@ def test_token_sums_equal_the_usage_the_api_reported(short_tmp: Path) -> None:
             if line.get("type") == "assistant"
         ]
         assert len(ids) > len(set(ids)), ids
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        office.close()

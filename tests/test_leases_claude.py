@@ -7,7 +7,6 @@ Edit goes through and changes the file."""
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from hive_core.demo.scripted_model import ToolUse, has_tool_result, turn, user_says
-from tests.claude_office import BIN, CLAUDE, ClaudeOffice, make_claude_office
+from tests.claude_office import CLAUDE, ClaudeOffice, make_claude_office, serving
 from tests.support import wait_for
 from tests.test_policy_claude import tool_results
 
@@ -64,30 +63,8 @@ def floor(short_tmp: Path) -> Iterator[tuple[ClaudeOffice, Path, list[ToolUse]]]
         ("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "start"),
     ):
         subprocess.run(["git", *args], cwd=office.project, check=True, capture_output=True)
-    proc = subprocess.Popen(
-        [str(BIN / "hive-office"), "serve", "--home", str(office.home)],
-        env=office.env,
-        stdout=(root / "serve.log").open("wb"),
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        wait_for(
-            lambda: all(
-                office.registry().get(a, {}).get("session_id")
-                and office.registry()[a]["status"] == "idle"
-                for a in AGENTS
-            ),
-            "both agents' SessionStart",
-            timeout=90,
-        )
+    with serving(office, root / "serve.log"):
         yield office, target, calls
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        office.close()
 
 
 def test_an_edit_of_a_leased_file_is_denied_until_the_lease_lapses(

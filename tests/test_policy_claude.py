@@ -8,8 +8,6 @@ runs the same `curl` and it goes through: the office does not deny it."""
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,8 +23,7 @@ from hive_core.demo.scripted_model import (
     turn,
     user_says,
 )
-from tests.claude_office import BIN, CLAUDE, ClaudeOffice, make_claude_office
-from tests.support import wait_for
+from tests.claude_office import CLAUDE, ClaudeOffice, make_claude_office, serving
 
 pytestmark = [
     pytest.mark.integration,
@@ -68,30 +65,8 @@ def floor(short_tmp: Path) -> Iterator[tuple[ClaudeOffice, dict[str, list[ToolUs
         options={"pete": 'web = true\ncommand = ["claude", "--allowedTools=Bash(curl:*)"]\n'},
     )
     pete_calls.append(bash(f"curl -s {office.models['pete'].base_url}/from-pete"))
-    proc = subprocess.Popen(
-        [str(BIN / "hive-office"), "serve", "--home", str(office.home)],
-        env=office.env,
-        stdout=(root / "serve.log").open("wb"),
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        wait_for(
-            lambda: all(
-                office.registry().get(a, {}).get("session_id")
-                and office.registry()[a]["status"] == "idle"
-                for a in AGENTS
-            ),
-            "both agents' SessionStart",
-            timeout=90,
-        )
+    with serving(office, root / "serve.log"):
         yield office, {"jim": jim_calls, "pete": pete_calls}
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        office.close()
 
 
 def tool_results(request: RecordedRequest) -> dict[str, dict[str, Any]]:
