@@ -139,6 +139,23 @@ def check_office(config: OfficeConfig) -> list[Problem]:
                 ("agents", str(i), "id", f"agent id {spec.id!r} appears twice; ids must be unique.")
             )
         seen.add(spec.id)
+        if spec.host is not None and (
+            not spec.host.strip() or spec.host.startswith("-") or any(c.isspace() for c in spec.host)
+        ):
+            # A leading '-' would be read by ssh as an option, not a destination.
+            problems.append(
+                (
+                    "agents",
+                    str(i),
+                    "host",
+                    f"host {spec.host!r} is not an ssh destination: write it as for `ssh` "
+                    "(host, user@host or an alias from ~/.ssh/config), options go in ssh_args.",
+                )
+            )
+        if spec.ssh_args and spec.host is None:
+            problems.append(
+                ("agents", str(i), "ssh_args", "ssh_args is set without host; add host or drop it.")
+            )
     settings = config.office
     if settings.hop_cap < 1:
         problems.append(("office", None, "hop_cap", "office.hop_cap must be at least 1."))

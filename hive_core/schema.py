@@ -144,6 +144,10 @@ class OfficeSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     manager_watch: Literal["digest", "off"] = "digest"
     manager_digest_every_s: float = 900.0
     manager_digest_open_after_s: float = 1800.0
+    # Where `hive`, `cth-hook` and the agents' CLIs live on a remote desk's host: this
+    # folder's `bin/` comes first on the desk's PATH there (`hive-office remote-setup`
+    # makes it; hive_core/remote/).
+    remote_venv: str = "~/.local/share/hive-office/venv"
 
 
 class AgentSpec(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -161,6 +165,11 @@ class AgentSpec(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # Its own git worktree and branch; None: yes for a non-manager whose cwd is in a
     # git repository (hive_core/worktree_plan.py).
     worktree: bool | None = None
+    # A desk on another machine: anything `ssh` accepts as a destination, and extra ssh
+    # options for it; the CLI runs there inside `ssh -tt` (hive_core/remote/). cwd is then
+    # a folder on that host.
+    host: str | None = None
+    ssh_args: list[str] = []
 
 
 class ModelPrice(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
