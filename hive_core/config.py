@@ -140,7 +140,9 @@ def check_office(config: OfficeConfig) -> list[Problem]:
             )
         seen.add(spec.id)
         if spec.host is not None and (
-            not spec.host.strip() or spec.host.startswith("-") or any(c.isspace() for c in spec.host)
+            not spec.host.strip()
+            or spec.host.startswith("-")
+            or any(c.isspace() for c in spec.host)
         ):
             # A leading '-' would be read by ssh as an option, not a destination.
             problems.append(
