@@ -71,6 +71,20 @@ class HivePaths(NamedTuple):
         """Where the app attaches to the office (hive_core/clients/server.py)."""
         return self.run / "client.sock"
 
+    # --- remote desks (hive_core/remote/) ---
+    def desk_socket(self, agent_id: str, kind: Literal["hook", "control"]) -> Path:
+        """A remote desk's own hook or control socket: its ssh connection forwards the
+        remote side's socket here, so the office knows whose desk a connection came from."""
+        return self.run / "desks" / f"{agent_id}.{kind}.sock"
+
+    def ssh_master(self, agent_id: str) -> Path:
+        """The ControlPath of a remote desk's ssh connection (its diffs and merges reuse it)."""
+        return self.run / "ssh" / f"{agent_id}.sock"
+
+    def ssh_log(self, agent_id: str) -> Path:
+        """ssh's own messages for a remote desk (`-E`): why a connection dropped."""
+        return self.run / "ssh" / f"{agent_id}.log"
+
     @property
     def clients_file(self) -> Path:
         """How many clients are attached now, for `hive-office ls`."""
