@@ -19,7 +19,7 @@ import signal
 import socket
 import subprocess
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,10 +89,8 @@ class SshHost:
         """Cut every connection open now, as a dead link would; returns the pids killed."""
         pids = self.connections()
         for pid in pids:
-            try:
+            with suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         return pids
 
 
