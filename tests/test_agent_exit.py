@@ -7,12 +7,10 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -20,6 +18,7 @@ from hive_core.hive import init_office
 from hive_core.office import Office
 from hive_core.paths import HivePaths
 from hive_tui.app import HiveApp
+from tests.serve_support import ServedOffice
 from tests.support import office_of, until, wait_for
 
 BIN = Path(sys.executable).parent
@@ -39,61 +38,17 @@ def roster(root: Path) -> str:
     )
 
 
-class Serve:
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.paths = HivePaths(root / "home")
-        self.paths.home.mkdir(parents=True)
-        self.paths.office_toml.write_text(roster(root))
-        init_office(self.paths)
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("HIVE_")}
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(
-            [str(BIN / "hive-office"), "serve", "--home", str(self.paths.home)],
-            env=self.env,
-            stdout=(self.root / "serve.out").open("w"),
-            stderr=subprocess.STDOUT,
-        )
-
-    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        cmd = [str(BIN / args[0]), *args[1:], "--home", str(self.paths.home)]
-        return subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=60)
-
-    def agent_log(self, agent: str) -> list[str]:
-        if not self.paths.log.exists():
-            return []
-        lines = [json.loads(line) for line in self.paths.log.read_text().splitlines() if line]
-        return [e["detail"] for e in lines if e.get("kind") == "agent" and e.get("agent") == agent]
-
-    def starts(self, agent: str) -> list[str]:
-        return [d for d in self.agent_log(agent) if d.startswith("started ") and "(pid " in d]
-
-    def registry(self) -> dict[str, dict[str, Any]]:
-        try:
-            entries = json.loads(self.paths.registry.read_text())["agents"]
-        except (FileNotFoundError, json.JSONDecodeError):
-            return {}
-        return {e["id"]: e for e in entries}
-
-    def stop(self) -> int:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=30)
-
-
 @pytest.fixture
-def office(short_tmp: Path) -> Iterator[Serve]:
-    serve = Serve(short_tmp)
+def office(short_tmp: Path) -> Iterator[ServedOffice]:
+    office = ServedOffice(short_tmp / "home", roster=roster(short_tmp))
     try:
-        yield serve
+        yield office
     finally:
-        if serve.proc is not None and serve.proc.poll() is None:
-            assert serve.stop() == 0
+        if office.running():
+            assert office.stop() == 0
 
 
-def test_a_cli_that_exits_at_once_is_left_exited_and_doctor_says_why(office: Serve) -> None:
+def test_a_cli_that_exits_at_once_is_left_exited_and_doctor_says_why(office: ServedOffice) -> None:
     office.start()
     failed = wait_for(
         lambda: [d for d in office.agent_log("jim") if d.startswith("could not start")],
@@ -114,7 +69,7 @@ def test_a_cli_that_exits_at_once_is_left_exited_and_doctor_says_why(office: Ser
     assert "agent:michael" not in doctor.stdout, "a running agent is not a problem"
 
     # The person fixes the cause and retries: it runs, and doctor has nothing to say of it.
-    (office.root / "ok").write_text("")
+    (office.home.parent / "ok").write_text("")
     spawned = office.run("hive-office", "spawn", "jim")
     assert spawned.returncode == 0, spawned.stderr
     wait_for(lambda: len(office.starts("jim")) == 2, "jim's second start")
@@ -124,7 +79,7 @@ def test_a_cli_that_exits_at_once_is_left_exited_and_doctor_says_why(office: Ser
     assert doctor.returncode == 0, doctor.stdout
 
 
-def test_a_session_that_cannot_be_resumed_is_tried_afresh_once(office: Serve) -> None:
+def test_a_session_that_cannot_be_resumed_is_tried_afresh_once(office: ServedOffice) -> None:
     """A session from the last run is resumed first; when that dies at once the CLI is
     started afresh once, and when that dies too it is left exited: two starts, no loop."""
     registry = json.loads(office.paths.registry.read_text())
@@ -145,7 +100,7 @@ def test_a_session_that_cannot_be_resumed_is_tried_afresh_once(office: Serve) ->
     assert "resuming 0b6f5c1e" in resumed and "resuming" not in fresh
 
 
-def test_a_running_shell_is_running_with_its_pid_in_the_roster(office: Serve) -> None:
+def test_a_running_shell_is_running_with_its_pid_in_the_roster(office: ServedOffice) -> None:
     office.start()
 
     def shown() -> tuple[int, str] | None:

@@ -5,10 +5,7 @@ running) and the pure parts (fold, compose, decide_wake)."""
 
 from __future__ import annotations
 
-import os
 import re
-import signal
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -17,11 +14,10 @@ from pathlib import Path
 
 from hive_core.digest import FloorWatch, Routed, compose, digest_notice, fold
 from hive_core.events.decide import MailItem
-from hive_core.hive import init_office
 from hive_core.mail import iter_inbox
-from hive_core.paths import HivePaths
 from hive_core.schema import Message
 from hive_core.wake import WakeMemory, WakeView, decide_wake
+from tests.serve_support import ServedOffice
 from tests.support import wait_for
 
 BIN = Path(sys.executable).parent
@@ -39,27 +35,13 @@ def roster(every_s: float, *, watch: str = "digest") -> str:
     return text
 
 
-class Serve:
+class Serve(ServedOffice):
     def __init__(self, root: Path, toml: str) -> None:
-        self.paths = HivePaths(root / "home")
-        self.paths.home.mkdir(parents=True)
-        self.paths.office_toml.write_text(toml)
-        init_office(self.paths)
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("HIVE_")}
-        self.env["HIVE_HOME"] = str(self.paths.home)
-        self.proc = subprocess.Popen(
-            [str(BIN / "hive-office"), "serve", "--no-agents", "--home", str(self.paths.home)],
-            env=self.env,
-            stdout=(root / "serve.out").open("w"),
-            stderr=subprocess.STDOUT,
-        )
-        wait_for(lambda: self.paths.kick_socket.exists(), "the office to start")
+        super().__init__(root / "home", roster=toml, agents=False)
+        self.start()
 
     def hive(self, agent: str | None, *args: str) -> str:
-        env = dict(self.env, **({"HIVE_AGENT_ID": agent} if agent else {}))
-        done = subprocess.run(
-            [str(BIN / "hive"), *args], env=env, capture_output=True, text=True, timeout=60
-        )
+        done = self.run("hive", *args, agent=agent)
         assert done.returncode == 0, (args, done.stderr)
         return done.stdout
 
@@ -68,10 +50,6 @@ class Serve:
 
     def digests(self) -> list[Message]:
         return [m for m in self.inbox("michael") if m.subject == "Floor digest"]
-
-    def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        assert self.proc.wait(timeout=30) == 0
 
 
 def counted(digests: list[Message]) -> Counter[tuple[str, str]]:
@@ -98,7 +76,12 @@ def test_the_digest_counts_the_floor_and_lists_what_waits_for_an_answer(short_tm
         # Not the floor's: the person's mail and mail to or from the manager.
         office.hive(None, "send", "--to", "jim", "--subject", "from the person", "--body", "x")
         office.hive("jim", "send", "--to", "michael", "--subject", "to the boss", "--body", "x")
-        expected = {("jim", "pam"): 2, ("pam", "jim"): 1, ("pam", "dwight"): 1, ("dwight", "jim"): 2}
+        expected = {
+            ("jim", "pam"): 2,
+            ("pam", "jim"): 1,
+            ("pam", "dwight"): 1,
+            ("dwight", "jim"): 2,
+        }
         wait_for(lambda: counted(office.digests()) == expected, "digests that add up")
         # Open past the threshold: Review B and the question, never the answered one.
         overdue = wait_for(
@@ -124,7 +107,7 @@ def test_the_digest_counts_the_floor_and_lists_what_waits_for_an_answer(short_tm
             assert len(office.digests()) == settled
             time.sleep(0.1)
     finally:
-        office.stop()
+        assert office.stop() == 0
 
 
 def test_manager_watch_off_sends_no_digest(short_tmp: Path) -> None:
@@ -138,7 +121,7 @@ def test_manager_watch_off_sends_no_digest(short_tmp: Path) -> None:
             assert office.digests() == []
             time.sleep(0.1)
     finally:
-        office.stop()
+        assert office.stop() == 0
 
 
 T0 = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)

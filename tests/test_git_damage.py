@@ -13,9 +13,10 @@ import pytest
 import hive_core.committer as committer_module
 from hive_core.committer import Committer, RepoDamaged, commit_all, ensure_repo
 from hive_core.hive import GITIGNORE
+from tests.serve_support import ServedOffice
 from tests.support import until, wait_for
 from tests.test_committer import git, messages, run_with, tracked, write
-from tests.test_serve import Serve, run
+from tests.test_serve import run
 
 
 @pytest.fixture
@@ -215,7 +216,7 @@ def doctor(home: Path) -> str:
 
 def test_serve_starts_on_a_garbage_index(home: Path, tmp_path: Path) -> None:
     (home / "hive" / ".git" / "index").write_bytes(os.urandom(1024))
-    office = Serve(home, tmp_path / "serve.log")
+    office = ServedOffice(home, agents=False, log=tmp_path / "serve.log").start()
     try:
         run("hive", "send", "--to", "pam", "--body", "hello", home=home, agent="jim")
         # Any commit of the run: a later one (the registry, the log) may follow it.
@@ -225,16 +226,14 @@ def test_serve_starts_on_a_garbage_index(home: Path, tmp_path: Path) -> None:
     assert git(home / "hive", "status", "--porcelain") == ""
 
 
-def test_commit_failures_show_in_doctor_and_clear_when_repaired(
-    home: Path, tmp_path: Path
-) -> None:
+def test_commit_failures_show_in_doctor_and_clear_when_repaired(home: Path, tmp_path: Path) -> None:
     hive = home / "hive"
     tip = git(hive, "rev-parse", "HEAD").strip()
     assert "FIX" not in doctor(home).split("office not running")[0]
     kept = remove_object(hive, tip)
     # Without an office, doctor reads the repository itself.
     assert "FIX  the last commit" in doctor(home)
-    office = Serve(home, tmp_path / "serve.log")
+    office = ServedOffice(home, agents=False, log=tmp_path / "serve.log").start()
     try:
         run("hive", "send", "--to", "pam", "--body", "hello", home=home, agent="jim")
         wait_for(lambda: "commit: the last commit" in doctor(home), "doctor to show it")
@@ -265,7 +264,6 @@ def test_serve_refuses_a_hive_that_is_not_a_repository_with_a_sentence(
     if damage == "garbage-file":
         git_dir.rename(tmp_path / "old.git")
     run("hive-office", "init", home=home)
-    office = Serve(home, tmp_path / "serve.log")
+    office = ServedOffice(home, agents=False, log=tmp_path / "serve.log").start()
     assert office.stop() == 0
     assert (home / "hive" / "board.md").read_text() == "# kept\n"
-

@@ -5,26 +5,21 @@ byte for byte; the app's hire form adds its pane and its desk on the map."""
 
 from __future__ import annotations
 
-import json
 import os
-import signal
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from hive_core.config import DEFAULT_OFFICE_TOML, load_office
 from hive_core.hire import HireRefused, entry_block, new_spec, plan_hire
-from hive_core.hive import init_office
 from hive_core.mail import iter_inbox
 from hive_core.office import Office
-from hive_core.paths import HivePaths
 from hive_tui.app import HiveApp
 from hive_tui.map.widget import OfficeMap
 from hive_tui.terminal.pane import TerminalPane
+from tests.serve_support import ServedOffice
 from tests.support import office_of, until, wait_for
 
 BIN = Path(sys.executable).parent
@@ -43,54 +38,17 @@ def roster(root: Path) -> str:
     )
 
 
-class Serve:
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.paths = HivePaths(root / "home")
-        self.paths.home.mkdir(parents=True)
-        self.paths.office_toml.write_text(roster(root))
-        init_office(self.paths)
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("HIVE_")}
-        self.env["SHELL"] = "/bin/sh"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(
-            [str(BIN / "hive-office"), "serve", "--home", str(self.paths.home)],
-            env=self.env,
-            stdout=(self.root / "serve.out").open("w"),
-            stderr=subprocess.STDOUT,
-        )
-        wait_for(lambda: self.paths.control_socket.exists(), "the control socket")
-
-    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        cmd = [str(BIN / args[0]), *args[1:], "--home", str(self.paths.home)]
-        return subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=60)
-
-    def registry(self) -> dict[str, dict[str, Any]]:
-        try:
-            entries = json.loads(self.paths.registry.read_text())["agents"]
-        except (FileNotFoundError, json.JSONDecodeError):
-            return {}
-        return {e["id"]: e for e in entries}
-
-    def stop(self) -> int:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=30)
-
-
 @pytest.fixture
-def office(short_tmp: Path) -> Iterator[Serve]:
-    serve = Serve(short_tmp)
+def office(short_tmp: Path) -> Iterator[ServedOffice]:
+    office = ServedOffice(short_tmp / "home", roster=roster(short_tmp), env={"SHELL": "/bin/sh"})
     try:
-        yield serve
+        yield office
     finally:
-        if serve.proc is not None and serve.proc.poll() is None:
-            assert serve.stop() == 0
+        if office.running():
+            assert office.stop() == 0
 
 
-def test_hire_on_a_running_office_starts_it_and_it_gets_mail(office: Serve) -> None:
+def test_hire_on_a_running_office_starts_it_and_it_gets_mail(office: ServedOffice) -> None:
     office.start()
     before = office.paths.office_toml.read_text()
     done = office.run(
@@ -152,7 +110,7 @@ def test_hire_on_a_running_office_starts_it_and_it_gets_mail(office: Serve) -> N
     ],
 )
 def test_a_bad_hire_is_refused_and_office_toml_is_unchanged(
-    office: Serve, args: list[str], sentence: str
+    office: ServedOffice, args: list[str], sentence: str
 ) -> None:
     office.start()
     before = office.paths.office_toml.read_bytes()
@@ -167,7 +125,7 @@ def test_a_bad_hire_is_refused_and_office_toml_is_unchanged(
     wait_for(lambda: "oscar" in office.registry(), "oscar in the registry")
 
 
-def test_hire_with_no_office_running_waits_in_office_toml(office: Serve) -> None:
+def test_hire_with_no_office_running_waits_in_office_toml(office: ServedOffice) -> None:
     refused = office.run("hive-office", "hire", "Nope", "--name", "N", "--provider", "shell")
     assert refused.returncode == 1 and "not a valid agent id" in refused.stderr
     done = office.run("hive-office", "hire", "kevin", "--name", "Kevin", "--provider", "shell")
@@ -200,9 +158,10 @@ def test_the_default_office_toml_takes_a_hire_after_its_last_agent() -> None:
 
 
 async def test_the_app_hires_from_its_form_and_shows_the_new_pane_and_desk(
-    monkeypatch: pytest.MonkeyPatch, short_tmp: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    short_tmp: Path,
 ) -> None:
-    serve = Serve(short_tmp)
+    serve = ServedOffice(short_tmp / "home", roster=roster(short_tmp), env={"SHELL": "/bin/sh"})
     monkeypatch.setenv("SHELL", "/bin/sh")
     app = HiveApp(Office(serve.paths))
     async with app.run_test(size=(160, 48)) as pilot:

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.serve_support import ServedOffice
 from tests.support import wait_for
-from tests.test_serve import Serve, run
+from tests.test_serve import run
 
 
 @pytest.fixture
@@ -29,7 +30,7 @@ def second_serve(home: Path) -> tuple[int, str]:
 def test_deleting_the_run_folder_does_not_let_a_second_office_start(
     home: Path, tmp_path: Path
 ) -> None:
-    first = Serve(home, tmp_path / "first.log")
+    first = ServedOffice(home, agents=False, log=tmp_path / "first.log").start()
     try:
         # Everything the office keeps in run/ goes: lock, pid file, sockets. The office
         # may write a file there mid-removal ("Directory not empty"): remove it again.
@@ -40,12 +41,12 @@ def test_deleting_the_run_folder_does_not_let_a_second_office_start(
         code, err = second_serve(home)
         assert code == 1, err
         # No pid file left: the holder is still named.
-        assert "already running" in err and f"pid {first.proc.pid}" in err
-        assert first.proc.poll() is None
+        assert "already running" in err and f"pid {first.process.pid}" in err
+        assert first.process.poll() is None
     finally:
         assert first.stop() == 0
     # Once the first office is gone, the next one starts.
-    second = Serve(home, tmp_path / "second.log")
+    second = ServedOffice(home, agents=False, log=tmp_path / "second.log").start()
     assert second.stop() == 0
 
 
@@ -70,7 +71,7 @@ def outside_git(found: dict[str, int]) -> dict[str, int]:
 def test_init_and_serve_keep_the_home_private(home: Path, tmp_path: Path) -> None:
     assert loose(outside_git(modes(home))) == {}
     assert stat.S_IMODE((home / "hive" / ".git").stat().st_mode) == 0o700
-    office = Serve(home, tmp_path / "serve.log")
+    office = ServedOffice(home, agents=False, log=tmp_path / "serve.log").start()
     try:
         run("hive", "send", "--to", "pam", "--body", "hello", home=home, agent="jim")
         wait_for(lambda: bool(list((home / "hive/agents/pam/inbox").glob("2*.json"))), "delivery")
@@ -99,7 +100,7 @@ def test_a_loose_home_is_tightened_at_start_and_nothing_outside_it(
     # A link out of the home is not followed.
     (home / "hive" / "agents" / "jim" / "memory" / "project").symlink_to(project)
     before = {p: p.lstat().st_ino for p in [home, *home.rglob("*")] if not p.is_symlink()}
-    office = Serve(home, tmp_path / "serve.log")
+    office = ServedOffice(home, agents=False, log=tmp_path / "serve.log").start()
     assert office.stop() == 0
     # Every one of them that the run did not replace. A commit replaces git's index and
     # branch ref by renaming a new file over them, and the new file may get the old

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.serve_support import ServedOffice
 from tests.support import wait_for
 
 BIN = Path(sys.executable).parent
@@ -29,21 +30,6 @@ def run(
     if check and result.returncode != 0:
         raise AssertionError(f"{cmd} -> {result.returncode}\n{result.stdout}\n{result.stderr}")
     return result
-
-
-class Serve:
-    def __init__(self, home: Path, log: Path) -> None:
-        self.home = home
-        self.proc = subprocess.Popen(
-            [str(BIN / "hive-office"), "serve", "--no-agents", "--home", str(home)],
-            stdout=log.open("w"),
-            stderr=subprocess.STDOUT,
-        )
-        wait_for(lambda: (home / "run" / "kick.sock").exists(), "the office to start")
-
-    def stop(self) -> int:
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=30)
 
 
 def git(home: Path, *args: str) -> str:
@@ -107,11 +93,17 @@ def test_init_refuses_a_bad_roster(tmp_path: Path) -> None:
 
 def test_bare_command_without_a_terminal_points_to_serve(tmp_path: Path) -> None:
     result = run("hive-office", home=tmp_path, check=False)
-    assert result.returncode == 2 and "needs a terminal" in result.stderr and "hive-office serve" in result.stderr
+    assert (
+        result.returncode == 2
+        and "needs a terminal" in result.stderr
+        and "hive-office serve" in result.stderr
+    )
 
 
 def test_demo_without_a_terminal_says_so(tmp_path: Path) -> None:
-    result = run("hive-office", "--demo", "--home", str(tmp_path / "demo"), home=tmp_path, check=False)
+    result = run(
+        "hive-office", "--demo", "--home", str(tmp_path / "demo"), home=tmp_path, check=False
+    )
     assert result.returncode == 2 and "needs a terminal" in result.stderr
     assert not (tmp_path / "demo").exists(), "nothing laid out"
 
@@ -123,7 +115,7 @@ def test_serve_needs_an_office(tmp_path: Path) -> None:
 
 def test_the_first_conversation(home: Path, tmp_path: Path) -> None:
     """The issue's 'done when': send, read, reply, read the reply, all of it in git log."""
-    office = Serve(home, tmp_path / "serve.log")
+    office = ServedOffice(home, agents=False, log=tmp_path / "serve.log").start()
     try:
         run(
             "hive",
@@ -182,7 +174,7 @@ def test_mail_waits_in_outbox_until_the_office_starts(home: Path, tmp_path: Path
     out = run("hive", "send", "--to", "pam", "--body", "hello", home=home, agent="jim")
     assert "not running" in out.stdout + out.stderr
     assert len(list((home / "hive/agents/jim/outbox").glob("*.json"))) == 1
-    office = Serve(home, tmp_path / "serve.log")
+    office = ServedOffice(home, agents=False, log=tmp_path / "serve.log").start()
     try:
         wait_for(lambda: bool(list((home / "hive/agents/pam/inbox").glob("2*.json"))), "delivery")
     finally:
@@ -190,19 +182,19 @@ def test_mail_waits_in_outbox_until_the_office_starts(home: Path, tmp_path: Path
 
 
 def test_second_office_on_the_same_home_is_refused(home: Path, tmp_path: Path) -> None:
-    office = Serve(home, tmp_path / "serve.log")
+    office = ServedOffice(home, agents=False, log=tmp_path / "serve.log").start()
     try:
         second = run(
             "hive-office", "serve", "--no-agents", "--home", str(home), home=home, check=False
         )
         assert second.returncode == 1
-        assert f"pid {office.proc.pid}" in second.stderr and "already running" in second.stderr
+        assert f"pid {office.process.pid}" in second.stderr and "already running" in second.stderr
     finally:
         assert office.stop() == 0
 
 
 def test_sigterm_finishes_routing_and_commits(home: Path, tmp_path: Path) -> None:
-    office = Serve(home, tmp_path / "serve.log")
+    office = ServedOffice(home, agents=False, log=tmp_path / "serve.log").start()
     outbox = home / "hive/agents/jim/outbox"
     # Hand-written files (no kick): the watcher or the shutdown scan must take them.
     for n in range(20):
@@ -217,27 +209,35 @@ def test_sigterm_finishes_routing_and_commits(home: Path, tmp_path: Path) -> Non
 
 
 def test_sigint_stops_cleanly_too(home: Path, tmp_path: Path) -> None:
-    office = Serve(home, tmp_path / "serve.log")
-    office.proc.send_signal(signal.SIGINT)
-    assert office.proc.wait(timeout=30) == 0
+    office = ServedOffice(home, agents=False, log=tmp_path / "serve.log").start()
+    office.process.send_signal(signal.SIGINT)
+    assert office.process.wait(timeout=30) == 0
 
 
 def test_the_persons_actions_on_a_headless_office(home: Path, tmp_path: Path) -> None:
-    office = Serve(home, tmp_path / "serve.log")
+    office = ServedOffice(home, agents=False, log=tmp_path / "serve.log").start()
     try:
+
         def registry() -> dict[str, dict[str, object]]:
-            return {a["id"]: a for a in json.loads((home / "hive" / "registry.json").read_text())["agents"]}
+            return {
+                a["id"]: a
+                for a in json.loads((home / "hive" / "registry.json").read_text())["agents"]
+            }
 
         assert "paused" in run("hive-office", "pause", "--home", str(home), "jim", home=home).stdout
         wait_for(lambda: registry()["jim"]["paused"] is True, "jim paused in the registry")
         run("hive-office", "resume", "--home", str(home), "jim", home=home)
         wait_for(lambda: registry()["jim"]["paused"] is False, "jim resumed")
-        assert "next hook" in run("hive-office", "halt", "--home", str(home), "jim", home=home).stdout
+        assert (
+            "next hook" in run("hive-office", "halt", "--home", str(home), "jim", home=home).stdout
+        )
         run("hive-office", "archive", "--home", str(home), "pete", home=home)
         wait_for(lambda: registry()["pete"]["status"] == "archived", "pete archived")
         # Mail to an archived agent goes to the manager instead.
         run("hive", "send", "--to", "pete", "--body", "look this up", home=home)
-        wait_for(lambda: list((home / "hive/agents/michael/inbox").glob("*-bounce.json")), "the bounce")
+        wait_for(
+            lambda: list((home / "hive/agents/michael/inbox").glob("*-bounce.json")), "the bounce"
+        )
         typed = run("hive-office", "type", "--home", str(home), "jim", "hi", home=home, check=False)
         assert typed.returncode == 1 and "not running" in typed.stderr
         unknown = run("hive-office", "pause", "--home", str(home), "toby", home=home, check=False)
