@@ -21,12 +21,12 @@ from datetime import UTC, datetime
 
 import msgspec
 
-from hive_core.events.decide import one_line
 from hive_core.ids import new_message_id
 from hive_core.logfile import LogFollower
 from hive_core.paths import HivePaths
 from hive_core.routing.decide import router_notice
 from hive_core.schema import REPLY_OBLIGING_ACTS, HopRecord, LogEvent, Message, OfficeConfig
+from hive_core.text import one_line
 from hive_core.wake import QUIET_SUFFIX
 
 # A digest lists at most this many waiting requests (the oldest); the rest are counted.

@@ -19,8 +19,8 @@ from hive_core.events.decide import (
     OfficeFacts,
     decide,
     digest,
-    one_line,
 )
+from hive_core.text import one_line
 
 HOME = Path("/home/u/.hive-office")
 HIVE = HOME / "hive"

@@ -72,7 +72,7 @@ def _render(hits: list[Hit]) -> str:
     for hit in hits:
         entry = hit.entry
         lines.append(f"{hit.id}  {entry.source:<8} {entry.whose:<16} {entry.path}")
-        lines.append(f"    {render.one_line(entry.text)}")
+        lines.append(f"    {render.preview(entry.text)}")
     return "\n".join(lines)
 
 

@@ -21,7 +21,7 @@ from hive_core import control
 from hive_core.actions import ACTIONS, BY_NAME, Escalation, PersonAction
 from hive_core.cli.common import HOME_HELP
 from hive_core.cli.cost_cmd import cost_command
-from hive_core.cli.render import one_line, why_text
+from hive_core.cli.render import preview, why_text
 from hive_core.cli.worktree_cmd import OFFICE_COMMANDS
 from hive_core.config import ConfigError, load_office
 from hive_core.hive import init_office, tighten_modes
@@ -302,11 +302,11 @@ def render_escalations(waiting: list[Escalation]) -> str:
         flags = "".join(
             [
                 " [needs human]" if e.needs_human else "",
-                f" [task {one_line(e.task)}]" if e.task else "",
+                f" [task {preview(e.task)}]" if e.task else "",
             ]
         )
-        subject = one_line(e.subject) or "(no subject)"
-        lines.append(f"  {e.id}  {one_line(e.sender):<{sender_w}}  {subject}{flags}")
+        subject = preview(e.subject) or "(no subject)"
+        lines.append(f"  {e.id}  {preview(e.sender):<{sender_w}}  {subject}{flags}")
     lines.append("Answer one: `hive-office answer ID TEXT`.")
     return "\n".join(lines)
 

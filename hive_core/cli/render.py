@@ -14,6 +14,7 @@ import msgspec
 
 from hive_core.routing.marks import caution
 from hive_core.schema import LogEvent, Message, Registry
+from hive_core.text import one_line
 
 PREVIEW_WIDTH = 100
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
@@ -24,9 +25,9 @@ def clean(text: str) -> str:
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
-def one_line(text: str, width: int = PREVIEW_WIDTH) -> str:
-    flat = " ".join(clean(text).split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
+def preview(text: str, width: int = PREVIEW_WIDTH) -> str:
+    """Someone else's text as one line for a reader: control characters shown, not obeyed."""
+    return one_line(clean(text), width)
 
 
 def _flags(msg: Message) -> str:
@@ -48,12 +49,12 @@ def inbox(messages: list[Message]) -> str:
     noun = "message" if len(messages) == 1 else "messages"
     lines = [f"{len(messages)} unread {noun}, oldest first:"]
     for m in messages:
-        subject = one_line(m.subject) or "(no subject)"
+        subject = preview(m.subject) or "(no subject)"
         lines.append(f"  {m.id}  {m.sender:<{sender_w}}  {m.act:<{act_w}}  {subject}{_flags(m)}")
         if (mark := caution(m.origin, m.injection)) is not None:
             lines.append(f"      {mark}")
         if m.body.strip():
-            lines.append(f"      {one_line(m.body)}")
+            lines.append(f"      {preview(m.body)}")
     lines.append(
         "Read one: `hive read ID`. Answer: `hive reply ID --body ...`. Then `hive done ID`."
     )
@@ -117,7 +118,7 @@ def roster(registry: Registry, caller: str, costs: Mapping[str, str] | None = No
     # Why, for the states someone should act on (the office's sentence, cleaned).
     for entry in registry.agents:
         if entry.why and entry.state in ATTENTION:
-            lines.append(f"  {entry.id}: {one_line(entry.why, 300)}")
+            lines.append(f"  {entry.id}: {preview(entry.why, 300)}")
     lines.append("Address a teammate by ID; also god (the manager), human, broadcast, triage.")
     return "\n".join(lines)
 
@@ -136,12 +137,12 @@ def log_event(event: LogEvent) -> str:
     if event.act:
         parts.append(event.act)
     if event.subject:
-        parts.append(repr(one_line(event.subject, 60)))
+        parts.append(repr(preview(event.subject, 60)))
     if event.msg:
         parts.append(event.msg)
     for extra in (event.reason, event.detail):
         if extra:
-            parts.append(f"- {one_line(extra)}")
+            parts.append(f"- {preview(extra)}")
     return f"{when}  {event.kind:<10}  {'  '.join(parts)}".rstrip()
 
 
@@ -156,7 +157,7 @@ def why_text(agent: str, detail: str | None) -> str:
     return "\n".join(
         [
             f"{agent}: {status.kind}",
-            one_line(status.why, 2000),
-            f"evidence: {one_line(status.evidence, 500)}",
+            preview(status.why, 2000),
+            f"evidence: {preview(status.evidence, 500)}",
         ]
     )

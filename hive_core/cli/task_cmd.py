@@ -35,7 +35,7 @@ from hive_core.cli.common import (
     require_proof,
     text_or_stdin,
 )
-from hive_core.cli.render import clean, one_line
+from hive_core.cli.render import clean, preview
 from hive_core.ids import utc_now_iso
 from hive_core.schema import BODY_MAX, HUMAN, SUBJECT_MAX, Draft, OfficeConfig, Task
 
@@ -189,7 +189,7 @@ def _table(shown: list[Task], done: set[str], *, filtered: bool) -> str:
         suffix = f"  [{'; '.join(notes)}]" if notes else ""
         lines.append(
             f"  {clean(t.id):<{id_w}}  {t.status:<7}  p{t.priority:<2}  "
-            f"{clean(t.assignee or '-'):<{who_w}}  {one_line(t.title, TITLE_WIDTH)}{clean(suffix)}"
+            f"{clean(t.assignee or '-'):<{who_w}}  {preview(t.title, TITLE_WIDTH)}{clean(suffix)}"
         )
     noun = "task" if len(shown) == 1 else "tasks"
     return "\n".join([f"{len(shown)} {noun}:", *lines, "The full record: `hive task list --json`."])
@@ -245,7 +245,7 @@ def add(
         request = _assignment(caller, added)
         tasks.save_ledger(paths.tasks, ledger)
     owner = f" (assigned to {added.assignee})" if added.assignee else ""
-    click.echo(f"added {added.id}: {one_line(added.title)}{owner}")
+    click.echo(f"added {added.id}: {preview(added.title)}{owner}")
     if request is not None:
         post(caller, request)
 

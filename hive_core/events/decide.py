@@ -23,6 +23,7 @@ from hive_core.leases import Lease, holder_of, refusal
 from hive_core.paths import HivePaths, Place
 from hive_core.routing.marks import caution
 from hive_core.schema import Status
+from hive_core.text import one_line
 
 WEB_TOOLS = frozenset({"WebFetch", "WebSearch"})
 FILE_WRITE_TOOLS = {
@@ -315,15 +316,6 @@ def digest(items: Sequence[MailItem]) -> str:
         lines.append(f"- and {count - DIGEST_MAX_ITEMS} more")
     lines.append("Run `hive inbox` to read them, act on each, then `hive done ID`.")
     return "\n".join(lines)
-
-
-def one_line(text: str, limit: int) -> str:
-    """`text` as one line of at most `limit` characters: anything unprintable (newlines,
-    other line separators, control and format characters) becomes a space, runs of
-    space fold into one, and a cut is marked with an ellipsis."""
-    if not text.isprintable():
-        text = " ".join("".join(c if c.isprintable() else " " for c in text).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def session_context(agent: AgentView, unread: Sequence[MailItem], office: OfficeFacts) -> str:

@@ -17,9 +17,9 @@ from collections.abc import Callable, Mapping
 from hive_core.agents.provider import Provider
 from hive_core.agents.state import AgentState, AgentStates
 from hive_core.agents.supervisor import Supervisor
-from hive_core.events.decide import one_line
 from hive_core.events.unread import UnreadIndex
 from hive_core.status import AgentStatus, Signals, WakeSeen, explain, limit_text
+from hive_core.text import one_line
 from hive_core.wake import Watchdog, wake_seen
 
 # Time alone turns a working agent into a stalled one: looked at this often. One pass

@@ -31,7 +31,6 @@ from hive_core.control import ControlServer, keep_sockets
 from hive_core.cost import CostWatch
 from hive_core.digest import DigestWatch
 from hive_core.escalations import PromptTeller
-from hive_core.events.decide import one_line
 from hive_core.events.plane import EventPlane
 from hive_core.events.server import HookServer
 from hive_core.health import HealthBoard, Problem
@@ -50,6 +49,7 @@ from hive_core.routing.decide import Floor, router_notice
 from hive_core.routing.router import Router, RouteStats
 from hive_core.schema import HUMAN, AgentSpec, LogEvent, OfficeConfig, Registry
 from hive_core.standup import FIRST_PROMPT, standup_message
+from hive_core.text import one_line
 from hive_core.wake import WakeFault, WakeView, Watchdog
 from hive_core.worktrees import WorktreeKeeper
 

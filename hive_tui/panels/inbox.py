@@ -10,7 +10,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.message import Message as TextualMessage
 
-from hive_core.cli.render import clean, message, one_line
+from hive_core.cli.render import clean, message, preview
 from hive_core.escalations import newest_first
 from hive_core.schema import Message
 from hive_tui.panels.rows import Row, RowsPanel
@@ -33,7 +33,7 @@ def message_row(msg: Message) -> tuple[Text, ...]:
             # Untrusted material is marked in the list too (the detail shows why).
             ("[web] ", "bold yellow") if msg.origin == "web" else "",
             ("[flagged] ", "bold red") if msg.injection else "",
-            one_line(msg.subject, SUBJECT_WIDTH) or "(no subject)",
+            preview(msg.subject, SUBJECT_WIDTH) or "(no subject)",
         ),
     )
 
