@@ -318,7 +318,7 @@ def recall_figures() -> None:
     data = json.loads(FIXTURE.read_text())
     # The same corpus as the test that asserts the floor, so the two figures agree.
     sys.path.insert(0, str(ROOT))
-    from tests.test_memory_recall import DISTRACTORS, corpus_entries, distractors
+    from tests.effects.test_memory_recall import DISTRACTORS, corpus_entries, distractors
 
     noise = distractors([d["text"] for d in data["documents"]], DISTRACTORS)
     with tempfile.TemporaryDirectory() as tmp:

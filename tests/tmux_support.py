@@ -1,5 +1,5 @@
 """hive-office inside a real tmux, beside plain tmux panes: the driver that the tmux
-parity harness (tests/test_tmux_parity.py) and the throughput and key-latency benches
+parity harness (tests/e2e/test_tmux_parity.py) and the throughput and key-latency benches
 share.
 
 One tmux server per `TmuxOffice`, with two sessions: `office` runs `hive-office` on an

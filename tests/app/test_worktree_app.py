@@ -1,0 +1,68 @@
+"""The Diff view from the keyboard: prefix then `d` lists the agents with changes against
+their base and shows a picked file's hunks; esc closes it. A real office in the app, a
+real git worktree."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from rich.syntax import Syntax
+from textual.widgets import OptionList, Static
+
+from hive_core.hive import init_office
+from hive_core.office import Office
+from hive_core.paths import HivePaths
+from hive_tui.app import HiveApp
+from hive_tui.panels.diff import DiffScreen
+from tests.e2e.test_worktree import make_repo
+from tests.support import office_of, until
+
+PREFIX = "ctrl+right_square_bracket"
+
+
+@pytest.fixture
+async def app(short_tmp: Path) -> AsyncIterator[HiveApp]:
+    root = short_tmp
+    repo = make_repo(root)
+    paths = HivePaths(root / "home")
+    paths.home.mkdir()
+    agent = 'provider = "shell"\ncommand = ["sleep", "600"]\n'
+    paths.office_toml.write_text(
+        '[office]\nmanager = "michael"\n\n'
+        f'[[agents]]\nid = "michael"\nname = "Michael"\n{agent}cwd = "{repo}"\n\n'
+        f'[[agents]]\nid = "jim"\nname = "Jim"\n{agent}cwd = "{repo}"\n'
+    )
+    init_office(paths)
+    yield HiveApp(Office(paths))
+
+
+async def test_prefix_d_shows_each_agents_changed_files_and_their_hunks(app: HiveApp) -> None:
+    worktree = office_of(app).paths.worktree("jim")
+    async with app.run_test(size=(160, 48)) as pilot:
+        await until(pilot, lambda: office_of(app).supervisor.sessions.get("jim"), "jim started")
+        (worktree / "a.txt").write_text("a\njim was here\n")
+        (worktree / "notes.md").write_text("# notes\n")
+        await pilot.press(PREFIX, "v")
+        screen = await until(
+            pilot, lambda: isinstance(app.screen, DiffScreen) and app.screen, "the Diff view"
+        )
+        files = screen.query_one(OptionList)
+        await until(pilot, lambda: files.option_count, "the changed files")
+        rows = [str(files.get_option_at_index(i).prompt) for i in range(files.option_count)]
+        assert rows[0].startswith("jim  hive/") and rows[0].endswith("+2 -0")
+        assert rows[1:] == ["  a.txt  +1 -0", "  notes.md  +1 -0 new"]
+        shown = screen.query_one("#diff-text", Static)
+        await until(pilot, lambda: isinstance(shown.content, Syntax), "a.txt's hunks")
+        assert isinstance(shown.content, Syntax)
+        assert "+jim was here" in shown.content.code
+        await pilot.press("down")
+        await until(
+            pilot,
+            lambda: isinstance(shown.content, Syntax) and "+# notes" in shown.content.code,
+            "notes.md's hunk",
+        )
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, DiffScreen), "the view closed")
+        await pilot.press(PREFIX, "q")
