@@ -14,7 +14,13 @@ child subreaper, see agents/pty_session.py, so a process that leaves the session
 process claims (HIVE_AGENT_ID, HIVE_SECRET) is checked against that by `decide_whoami`,
 and an agent's process is refused every action that is the person's alone.
 
-One request a connection, one line each way. A request longer than REQUEST_MAX, not
+A remote desk X has sockets of its own (run/desks/X.control.sock, which its ssh link
+forwards from the host): a connection there is X's, whatever process made it, since
+the host's processes are out of the kernel's sight (`decide_desk`). Only there does the
+office relay `hive` verbs (cmd "hive", hive_core/remote/relay.py): after the ok reply
+the connection carries the verb's streams.
+
+One request a connection, one line each way (but a relayed verb's streams). A request longer than REQUEST_MAX, not
 JSON, or nested past msgspec's guard gets a reply `{"ok": false, "error": "refused:
 ..."}` saying why, and the server goes on with the next connection.
 """
@@ -40,6 +46,10 @@ from hive_core.caller import request as request
 from hive_core.schema import HUMAN, ControlReply, ControlRequest
 
 Handler = Callable[[ControlRequest], Awaitable[ControlReply]]
+# Runs a relayed `hive` verb as the desk on this connection (hive_core/remote/relay.py).
+RelayHandler = Callable[
+    [str, ControlRequest, asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]
+]
 Log = Callable[[str, str], None]  # (agent id, what happened)
 _decode = msgspec.json.Decoder(ControlRequest).decode
 _encode = msgspec.json.Encoder().encode
@@ -64,6 +74,13 @@ class Attributed(NamedTuple):
     owner: str | None
 
 
+class Relayed(NamedTuple):
+    """An accepted `hive` verb: the reply to send, then the relay takes the connection."""
+
+    reply: ControlReply
+    req: ControlRequest
+
+
 class ControlServer:
     def __init__(
         self,
@@ -72,19 +89,28 @@ class ControlServer:
         *,
         agents: Mapping[str, AgentState] | None = None,
         log: Log | None = None,
+        desk: str | None = None,
+        relay: RelayHandler | None = None,
     ) -> None:
         """`agents`: the office's live agent states (read at each request: who runs,
-        with which secret); `log`: where the person's acting for a desk is recorded."""
+        with which secret); `log`: where the person's acting for a desk is recorded.
+        `desk`: the remote desk whose own socket this is (every connection is its);
+        `relay`: what runs its `hive` verbs."""
         self.path = path
         self._handle = handle
         self._agents: Mapping[str, AgentState] = agents if agents is not None else {}
         self._log = log
+        self.desk = desk
+        self._relay = relay
         self._server: asyncio.AbstractServer | None = None
         self._bound: tuple[int, int] | None = None
         # Desks the person has acted for this run: logged once each, not on every call.
         self._acted_for: set[str] = set()
 
     async def start(self) -> None:
+        # run/ exists; run/desks may not (or may have been removed with its sockets).
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.path.parent.chmod(0o700)
         self.path.unlink(missing_ok=True)
         old_umask = os.umask(0o177)
         try:
@@ -118,11 +144,16 @@ class ControlServer:
                 line = await asyncio.wait_for(reader.readline(), READ_TIMEOUT_S)
             except ValueError:
                 # StreamReader's limit: what was read of the line is already dropped.
-                reply = refused(f"the request is longer than {REQUEST_MAX} bytes")
+                reply: ControlReply | Relayed = refused(
+                    f"the request is longer than {REQUEST_MAX} bytes"
+                )
             else:
                 reply = await self._answer(line, writer.get_extra_info("socket"))
-            writer.write(_encode(reply) + b"\n")
+            relayed = reply if isinstance(reply, Relayed) else None
+            writer.write(_encode(relayed.reply if relayed else reply) + b"\n")
             await writer.drain()
+            if relayed is not None and self.desk is not None and self._relay is not None:
+                await self._relay(self.desk, relayed.req, reader, writer)
         except (TimeoutError, ConnectionError):
             pass
         finally:
@@ -130,14 +161,29 @@ class ControlServer:
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
-    async def _answer(self, line: bytes, sock: socket.socket | None) -> ControlReply:
+    async def _answer(self, line: bytes, sock: socket.socket | None) -> ControlReply | Relayed:
         try:
             req = _decode(line)
         except RecursionError:
             return refused("the request is nested too deeply")
         except msgspec.DecodeError as e:
             return refused(f"not a request ({str(e)[:200]})")
-        who = self._attribute(sock)
+        if self.desk is not None:
+            decided = decide_desk(self.desk, req, self._agents)
+            if not decided.ok or req.cmd == "whoami":
+                return decided
+            if req.cmd == "hive":
+                if self._relay is None:
+                    return refused("this office does not relay `hive` verbs")
+                return Relayed(decided, req)
+            who: Attributed | ControlReply = Attributed(self.desk)
+        elif req.cmd == "hive":
+            return refused(
+                "`hive` verbs are relayed only from a remote desk's own socket (its "
+                "HIVE_CONTROL on its host); on the office's machine run `hive` itself"
+            )
+        else:
+            who = self._attribute(sock)
         if isinstance(who, ControlReply):
             return who
         if req.cmd == "whoami":
@@ -274,6 +320,34 @@ def decide_whoami(
     return ControlReply(ok=True, detail=claimed), claimed
 
 
+def decide_desk(desk: str, req: ControlRequest, agents: Mapping[str, AgentState]) -> ControlReply:
+    """A request on remote desk `desk`'s own socket, where every connection is the desk's
+    (its ssh link forwards the host's socket there; the host's processes are out of the
+    kernel's sight). For whoami: the answer, as for a process of the desk's own session.
+    For a relayed `hive` verb: ok (detail: the desk) if the claim holds (no agent named,
+    or the desk; a secret given must be its current one) and the desk has a start to act
+    for. Any other request: ok, and the rule for an agent's process applies to it."""
+    if desk not in agents:
+        return refused(f"{desk} is not on the roster any more; `hive roster` lists the team")
+    if req.cmd == "whoami":
+        return decide_whoami(desk, req, agents)[0]
+    if req.cmd != "hive":
+        return ControlReply(ok=True, detail=desk)
+    # The remote `hive` may run without HIVE_AGENT_ID (a shell the person opened on the
+    # host): the socket says whose it is.
+    claim = req if req.agent else msgspec.structs.replace(req, agent=desk)
+    reply, _ = decide_whoami(desk, claim, agents)
+    if not reply.ok:
+        return reply
+    if not agents[desk].secret:
+        return ControlReply(
+            ok=False,
+            error=f"{desk} has not been started by this office, so nothing can act as it "
+            f"yet; `hive-office spawn {desk}` starts it.",
+        )
+    return reply
+
+
 def _secret_matches(state: AgentState, secret: str) -> bool:
     return bool(state.secret) and hmac.compare_digest(state.secret.encode(), secret.encode())
 
@@ -287,7 +361,8 @@ def _unproven(agent_id: str) -> ControlReply:
 
 
 class Listener(Protocol):
-    """A server of the office on a socket file in run/ (control, hook, kick)."""
+    """A server of the office on a socket file in run/ (control, hook, kick, a remote
+    desk's own hook and control sockets in run/desks/)."""
 
     path: Path
 
@@ -300,9 +375,10 @@ async def keep_sockets(
     stop: asyncio.Event, listeners: Sequence[Listener], recreated: Callable[[Path], None]
 ) -> None:
     """Until `stop`: every SOCKET_CHECK_S, put back any socket whose file vanished (an
-    agent's `rm run/control.sock` must not leave the office deaf)."""
+    agent's `rm run/control.sock` must not leave the office deaf). `listeners` is read
+    afresh each time: the office adds a hired remote desk's sockets to it while it runs."""
     while not stop.is_set():
-        for listener in listeners:
+        for listener in list(listeners):
             if await listener.ensure():
                 recreated(listener.path)
         with contextlib.suppress(TimeoutError):

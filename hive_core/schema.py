@@ -191,7 +191,10 @@ class OfficeConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 # --- registry.json --------------------------------------------------------------------
 
 # `running`: a hookless agent's process is alive (no hook events say more about it).
-Status = Literal["offline", "running", "idle", "working", "waiting", "exited", "archived"]
+# `disconnected`: a remote desk whose ssh link dropped; the office reconnects it.
+Status = Literal[
+    "offline", "running", "idle", "working", "waiting", "exited", "archived", "disconnected"
+]
 # The explained state (hive_core/status.py decides it, with a sentence of why): `status`
 # says what the hooks and the process say; this says what the person should make of it.
 StatusKind = Literal[
@@ -207,6 +210,7 @@ StatusKind = Literal[
     "running",
     "offline",
     "archived",
+    "disconnected",
 ]
 
 
@@ -325,7 +329,7 @@ def json_depth(raw: bytes) -> int:
 # the office's side of the same contract.
 
 # One frame's bytes, newline excluded. cth_hook (standard library only) repeats the
-# number as MAX_FRAME_BYTES; tests/test_cth_hook.py pins the two together.
+# number as MAX_FRAME_BYTES; tests/effects/test_cth_hook.py pins the two together.
 HOOK_FRAME_MAX = 4 << 20
 
 
@@ -343,8 +347,8 @@ class HookReply(msgspec.Struct, kw_only=True):
 
 # --- the control socket (`hive-office type/pause/resume` <-> a running office) ----------
 
-# The person's actions (hive_core/actions.py says what each does), and `whoami`, an
-# agent's proof of its identity.
+# The person's actions (hive_core/actions.py says what each does), `whoami`, an
+# agent's proof of its identity, and `hive`, a remote desk's verb relayed to the office.
 ControlCommand = Literal[
     "type",
     "pause",
@@ -358,6 +362,7 @@ ControlCommand = Literal[
     "why",
     "hire",
     "whoami",
+    "hive",
 ]
 
 
@@ -376,6 +381,12 @@ class ControlRequest(msgspec.Struct, kw_only=True):
     role: str = ""
     provider: str = ""
     web: bool = False
+    # hive (a remote desk's `hive` verb, relayed: hive_core/remote/relay.py): its words
+    # after `hive`, its cwd on the remote host, and whether its stdin, stdout and stderr
+    # are terminals there. After an ok reply the connection carries the verb's streams.
+    argv: list[str] = []
+    cwd: str = ""
+    tty: list[bool] = []
 
 
 class ControlReply(msgspec.Struct, kw_only=True):

@@ -13,6 +13,7 @@ what to do.
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -36,6 +37,16 @@ HOME_HELP = "Office home (default: $HIVE_HOME, else ~/.hive-office)."
 _HOME_KEY = "hive.home"
 
 F = TypeVar("F", bound=Callable[..., object])
+
+# Set by the office in a verb it runs for a remote desk (hive_core/remote/relay.py, which
+# names it too): the desk's cwd on its host. This process runs on the office's machine
+# as the desk, so nothing on its command line may name this machine's files.
+RELAYED_ENV = "HIVE_REMOTE_CWD"
+
+
+def relayed() -> bool:
+    """Whether this verb was relayed from a remote desk's host by the office."""
+    return RELAYED_ENV in os.environ
 
 
 class HiveError(Exception):
@@ -111,6 +122,11 @@ def click_home() -> str | None:
 
 def office_paths(home: str | None) -> HivePaths:
     """The office of `home` (else HIVE_HOME), or a HiveError if there is none."""
+    if home is not None and relayed() and resolve_home(home) != resolve_home(None):
+        raise BadUsage(
+            "--home names a folder on the office's machine, and a remote desk works only "
+            "in its own office; drop --home."
+        )
     paths = HivePaths(resolve_home(home))
     if not paths.office_toml.is_file() or not paths.hive.is_dir():
         raise HiveError(
@@ -173,6 +189,11 @@ def decode_text(data: bytes, source: str) -> str:
 def read_source(source: str, limit: int | None = BODY_MAX) -> str:
     """The text of FILE, or of stdin for `-`, refusing more than `limit` bytes."""
     name = "stdin" if source == "-" else source
+    if source != "-" and relayed():
+        raise BadUsage(
+            f"{source} would be read on the office's machine, not on this host; give the "
+            f"text on stdin instead (`- < {source}`)."
+        )
     try:
         if source == "-":
             data = sys.stdin.buffer.read(-1 if limit is None else limit + 1)

@@ -11,17 +11,28 @@ memory index); every other verb goes to the click group in cli/group.py.
 Exit codes: 0 done; 1 refused or not found (the office state says no); 2 the command
 line or the environment is wrong. Every failure is one sentence on stderr that says
 what to do.
+
+On a remote desk's host (HIVE_REMOTE=1 and HIVE_CONTROL set) nothing of this runs there:
+every verb is relayed to the office, which runs it as the desk (hive_core/remote/).
 """
 
 from __future__ import annotations
 
 import gc
 import importlib
+import os
 import sys
 
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
+    if os.environ.get("HIVE_REMOTE") == "1" and os.environ.get("HIVE_CONTROL"):
+        # A remote desk's host has no hive files: the office runs the verb
+        # (hive_core/remote/relay_client.py).
+        _import_msgspec()
+        from hive_core.remote import relay_client
+
+        relay_client.main(args)
     # A mail verb lives for a few milliseconds and frees everything at exit; the cyclic
     # collector would only rescan what its imports allocate (a tenth of its start-up).
     # Back on before the other verbs, some of which run for hours (`log -f`, `mcp`).

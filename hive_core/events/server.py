@@ -7,6 +7,10 @@ the office will not decode: longer than HOOK_FRAME_MAX, not JSON, or nested deep
 EVENT_DEPTH_MAX (no CLI's event comes near it; msgspec alone would go on to ~1,000 levels
 and then raise RecursionError). A failure while answering is reported the same way: no
 reply, and the next connection is served as usual.
+
+A remote desk X has a hook socket of its own (run/desks/X.hook.sock, forwarded by its ssh
+link from the host): a frame there must be X's (`desk_refusal`), so another desk cannot
+use X's link, whatever secret it holds; it is refused like a bad secret, told once.
 """
 
 from __future__ import annotations
@@ -46,8 +50,13 @@ class HookServer:
         handle: Handler,
         rejected: Rejected,
         failed: Failed,
+        desk: str | None = None,
     ) -> None:
+        """`desk`: the remote desk whose own socket this is (None: the office's run/hook.sock)."""
         self.path = path
+        self.desk = desk
+        # Agents already told refused on this desk's socket: a loop of hooks logs once.
+        self._refused: set[str] = set()
         self._secret_of = secret_of
         self._handle = handle
         self._rejected = rejected
@@ -115,6 +124,13 @@ class HookServer:
         except RecursionError:
             self._rejected("?", f"a frame nested deeper than {EVENT_DEPTH_MAX} levels")
             return None
+        refusal = desk_refusal(self.desk, frame.agent)
+        if refusal is not None:
+            claimed = frame.agent[:64]
+            if claimed not in self._refused:
+                self._refused.add(claimed)
+                self._rejected(claimed, refusal)
+            return None
         expected = self._secret_of(frame.agent)
         if not expected or not hmac.compare_digest(expected.encode(), frame.secret.encode()):
             self._rejected(frame.agent[:64], "a wrong or stale secret")
@@ -129,6 +145,14 @@ class HookServer:
             # open), never the server.
             self._failed(frame.agent, exc)
             return None
+
+
+def desk_refusal(desk: str | None, agent: str) -> str | None:
+    """Why a frame for `agent` is refused on `desk`'s own socket (None: it is not; the
+    office's own socket, desk None, takes any agent's frame with its secret)."""
+    if desk is None or agent == desk:
+        return None
+    return f"a frame for {agent[:64]} on {desk}'s own socket (only {desk}'s are taken there)"
 
 
 def nested_deeper(value: Any, limit: int) -> bool:

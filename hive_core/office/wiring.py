@@ -27,7 +27,7 @@ from hive_core.clients.screens import Screens
 from hive_core.clients.server import ClientServer
 from hive_core.committer import Committer
 from hive_core.config import load_office
-from hive_core.control import ControlServer, keep_sockets
+from hive_core.control import ControlServer, Listener, keep_sockets
 from hive_core.cost import CostWatch
 from hive_core.digest import DigestWatch
 from hive_core.escalations import PromptTeller
@@ -45,6 +45,7 @@ from hive_core.office.person import ENTER_DELAY_S, PersonActions
 from hive_core.office.registry import RegistryPublisher
 from hive_core.office.routes import RouteDriver
 from hive_core.paths import HivePaths
+from hive_core.remote.relay import Relay
 from hive_core.routing.decide import Floor, router_notice
 from hive_core.routing.router import Router, RouteStats
 from hive_core.schema import HUMAN, AgentSpec, LogEvent, OfficeConfig, Registry
@@ -142,10 +143,25 @@ class Office(PersonActions):
             self.providers,
             log=self._agent_log,
             workplace=self.worktrees.workplace,
+            tell_manager=lambda agent_id, subject, text: self._tell_link(agent_id, subject, text),
         )
         self.control = ControlServer(
             paths.control_socket, self.perform, agents=self.states, log=self._agent_log
         )
+        # A remote desk's own hook and control sockets (its ssh link forwards the host's
+        # ends here): a connection is the desk whose socket it came in on. Its `hive`
+        # verbs are run here as it by the relay.
+        self.relay = Relay(paths.home, self.plane.secret_of, log=self._agent_log)
+        self.desks: dict[str, tuple[HookServer, ControlServer]] = {
+            spec.id: self._desk_servers(spec.id) for spec in self.config.agents if spec.host
+        }
+        # Every socket the office keeps listening on (keep_sockets); run() adds the kick
+        # socket, add_agent a hired remote desk's.
+        self.sockets: list[Listener] = [
+            self.control,
+            self.hooks,
+            *(server for pair in self.desks.values() for server in pair),
+        ]
         self.watchdog = Watchdog(
             self._wake_views,
             send_nudge=self._nudge,
@@ -221,6 +237,25 @@ class Office(PersonActions):
         self.listeners.health.append(self.clients.health_changed)
         self.cost.listeners.append(self.clients.cost_changed)
 
+    def _desk_servers(self, agent_id: str) -> tuple[HookServer, ControlServer]:
+        hooks = HookServer(
+            self.paths.desk_socket(agent_id, "hook"),
+            secret_of=self.plane.secret_of,
+            handle=self.plane.handle,
+            rejected=self.plane.rejected,
+            failed=self.plane.failed,
+            desk=agent_id,
+        )
+        control = ControlServer(
+            self.paths.desk_socket(agent_id, "control"),
+            self.perform,
+            agents=self.states,
+            log=self._agent_log,
+            desk=agent_id,
+            relay=self.relay,
+        )
+        return hooks, control
+
     def _welcome(self) -> Welcome:
         return Welcome(
             version=PROTOCOL_VERSION,
@@ -274,6 +309,13 @@ class Office(PersonActions):
         notice_id = f"{new_message_id()}-hookless"
         subject = f"{agent_id} cannot read its mail by itself"
         self.routes.post(manager, router_notice(notice_id, manager, subject, text))
+
+    def _tell_link(self, agent_id: str, subject: str, text: str) -> None:
+        """A remote host that stays down: the manager hears it (the person, when the
+        manager's own desk is on it)."""
+        manager = self.config.office.manager
+        to = HUMAN if agent_id == manager else manager
+        self.routes.post(to, router_notice(f"{new_message_id()}-link", to, subject, text))
 
     def _mail_title(self, agent_id: str, text: str | None) -> None:
         with self.states.edit(agent_id) as state:
@@ -352,6 +394,11 @@ class Office(PersonActions):
         )
         self._refloor()
         self.states.add(AgentState(spec=spec, manager=False, status="offline"))
+        if spec.host and spec.id not in self.desks:
+            pair = self.desks[spec.id] = self._desk_servers(spec.id)
+            for server in pair:
+                await server.start()
+            self.sockets.extend(pair)
         started = False
         if self.with_agents and not spec.send_only:
             started = await self.supervisor.start(spec.id)
@@ -392,7 +439,11 @@ class Office(PersonActions):
         await kicks.start()
         await self.hooks.start()
         await self.control.start()
+        for pair in list(self.desks.values()):
+            for server in pair:
+                await server.start()
         await self.clients.start()
+        self.sockets.extend([self.clients, kicks])
         # The committer stops last, after the final routing pass, so its last commit
         # holds everything.
         commit_stop = asyncio.Event()
@@ -417,7 +468,7 @@ class Office(PersonActions):
             ),
             "sockets": lambda: keep_sockets(
                 stop,
-                [self.control, self.clients, self.hooks, kicks],
+                self.sockets,
                 lambda path: self._office_log(f"{path.name} was gone; listening on it again"),
             ),
         }
@@ -445,9 +496,15 @@ class Office(PersonActions):
             self.routes.wake()
             self.registry.dirty.set()
             await self.control.stop()
+            self.relay.close()
+            for _desk_hooks, desk_control in list(self.desks.values()):
+                await desk_control.stop()
             await self.supervisor.stop_all()
             await self.clients.stop()
             await self.hooks.stop()
+            # As the office's own: a remote CLI's last hooks (SessionEnd) still answered.
+            for desk_hooks, _desk_control in list(self.desks.values()):
+                await desk_hooks.stop()
             await kicks.stop()
             await asyncio.gather(*loops, return_exceptions=True)
             for state in self.states.values():
