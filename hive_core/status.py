@@ -67,6 +67,16 @@ class WakeSeen(msgspec.Struct, frozen=True, kw_only=True):
     covered: int = 0
 
 
+class LinkDown(msgspec.Struct, frozen=True, kw_only=True):
+    """A remote desk's ssh link is down: why, since when, and the office's next try."""
+
+    reason: str
+    at: float
+    failures: int = 1  # failed links in a row
+    delay: float | None = None  # seconds to the next attempt; None: not reconnecting
+    stopped: str | None = None  # why it does not reconnect (the person paused it)
+
+
 class Signals(msgspec.Struct, frozen=True, kw_only=True):
     """Everything the office knows of one agent at `now` (times are wall-clock seconds)."""
 
@@ -98,6 +108,7 @@ class Signals(msgspec.Struct, frozen=True, kw_only=True):
     failure: Failure | None = None  # cleared when a turn starts
     limit_text: str | None = None  # limit text in the pane's output after the last hook
     stall_after_s: float = 300.0
+    link: LinkDown | None = None  # a remote desk's dropped ssh link
 
 
 class AgentStatus(msgspec.Struct, frozen=True):
@@ -123,6 +134,8 @@ def explain(s: Signals, now: float) -> AgentStatus:
         )
     if s.missing:
         return AgentStatus("exited", f"Its CLI cannot start: {s.missing}", "start: not installed")
+    if s.status == "disconnected":
+        return _disconnected(s)
     if not s.alive or s.status == "exited":  # SessionEnd comes before the process ends
         return _not_running(s)
     if s.halted:
@@ -248,6 +261,30 @@ def _not_running(s: Signals) -> AgentStatus:
         "exited",
         f"{cause} `hive-office spawn {s.id}` starts it again.",
         f"exit status {code}; {_last_event(s)}",
+    )
+
+
+def _disconnected(s: Signals) -> AgentStatus:
+    """A remote desk whose link is down: mail waits, the office reconnects."""
+    link = s.link
+    reason = link.reason if link is not None else "the ssh connection ended"
+    if link is not None and link.delay is None:
+        then = f"The office does not reconnect it ({link.stopped or 'stopped'}); " + (
+            f"`hive-office spawn {s.id}` does."
+        )
+        plan = "not reconnecting"
+    else:
+        then = "The office reconnects it and resumes its session."
+        plan = (
+            f"reconnecting in {link.delay:g} s"
+            if link is not None and link.delay
+            else "reconnecting"
+        )
+    tries = f" (attempt {link.failures})" if link is not None and link.failures > 1 else ""
+    return AgentStatus(
+        "disconnected",
+        f"Its link to its host is down: {reason}. {then}{_mail_note(s)}",
+        f"ssh link lost at {clock(link.at if link else None)}{tries}; {plan}",
     )
 
 

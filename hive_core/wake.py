@@ -50,6 +50,9 @@ IDLE_TICK_S = 10.0
 # Office mail whose id ends so waits for the agent's next turn and never starts one (the
 # manager's floor digest, hive_core/digest.py): a digest must not wake anyone.
 QUIET_SUFFIX = "-digest"
+# A remote desk whose link is down: nothing reaches its terminal; after the reconnect its
+# SessionStart (or the next tick) delivers what waits.
+DISCONNECTED = "its ssh link is down; its mail waits for the reconnect"
 
 
 @dataclass(frozen=True)
@@ -190,6 +193,8 @@ def _guard(view: WakeView) -> str | None:
         return "paused"
     if view.status == "waiting":
         return "a permission prompt is open"
+    if view.status == "disconnected":
+        return DISCONNECTED
     if view.status != "idle":
         return f"it is {view.status}"
     if view.typed_ago is not None and view.typed_ago < TYPING_HOLD_S:

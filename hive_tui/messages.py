@@ -13,7 +13,9 @@ class AgentInfo:
     name: str
     role: str
     manager: bool = False
-    status: str = "offline"  # offline | running | idle | working | waiting | exited | archived
+    status: str = (
+        "offline"  # offline | running | idle | working | waiting | exited | archived | disconnected
+    )
     last_tool: str | None = None
     unread: int = 0
     needs_you: bool = False  # a permission prompt is open, or mail needs the person

@@ -5,6 +5,7 @@
         host.ssh_args      ["-F", <client config>]: its `ssh_args`
         host.run(cmd)      run a shell command there through ssh (CompletedProcess)
         host.drop()        cut every open connection (kills sshd's per-connection children)
+        host.pause()       stop answering new connections (resume() answers again)
 
 A generated host key and user key, a free port, a config of its own (nothing of the
 machine's sshd or ~/.ssh is read or changed). Tests skip, saying why, where no sshd can be
@@ -84,6 +85,14 @@ class SshHost:
         except FileNotFoundError:
             return []
         return [int(p) for p in out.split()]
+
+    def pause(self) -> None:
+        """Stop answering new connections (they hang until ssh's ConnectTimeout), as an
+        unreachable host does; resume() answers again."""
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self.process.send_signal(signal.SIGCONT)
 
     def drop(self) -> list[int]:
         """Cut every connection open now, as a dead link would; returns the pids killed."""
@@ -172,6 +181,7 @@ LogLevel ERROR
         yield host
     finally:
         host.drop()
+        process.send_signal(signal.SIGCONT)  # a paused sshd would not see the SIGTERM
         process.terminate()
         try:
             process.wait(timeout=10)

@@ -4,7 +4,7 @@ Nothing is written to the user's repo or ~/.claude: the settings file lives in
 `<home>/agent-settings/<id>.json`, identity rides in `--append-system-prompt`, and the
 user's own settings and permission rules still apply to everything else.
 
-Facts from claude 2.1.197 (tests/test_claude_real.py pins them): every hook event
+Facts from claude 2.1.197 (tests/e2e/test_claude_real.py pins them): every hook event
 carries `hook_event_name`, `session_id` and `cwd`; a Stop reply
 `{"decision": "block", "reason": R}` continues the turn with "Stop hook feedback: R";
 a PreToolUse deny reaches the model as an error tool result with the reason;
@@ -12,7 +12,7 @@ a PreToolUse deny reaches the model as an error tool result with the reason;
 PostToolUse; a Notification with `notification_type: "permission_prompt"` means a
 permission dialog is open; a `permissions.deny` rule `Edit(//abs/path/**)` refuses every
 file-editing tool there before any hook runs, and the model reads "File is in a
-directory that is denied by your permission settings." (tests/test_policy_claude.py).
+directory that is denied by your permission settings." (tests/e2e/test_policy_claude.py).
 """
 
 from __future__ import annotations
@@ -145,7 +145,12 @@ class ClaudeProvider:
         atomic_write(path, msgspec.json.format(msgspec.json.encode(settings)), mode=READ_ONLY_MODE)
         env = office_env(ctx)
         mcp = ctx.paths.settings_file(ctx.agent.id, ".mcp.json")
-        hive = shutil.which("hive", path=env["PATH"]) or "hive"
+        # A remote desk's `hive` is in the host's venv (path_prepend), not on this PATH.
+        hive = (
+            f"{ctx.path_prepend[0]}/hive"
+            if ctx.agent.host and ctx.path_prepend
+            else shutil.which("hive", path=env["PATH"]) or "hive"
+        )
         atomic_write(
             mcp, msgspec.json.format(msgspec.json.encode(mcp_config_for(hive))), mode=READ_ONLY_MODE
         )

@@ -28,7 +28,10 @@ from hive_core.agents.pty_session import PtySession
 from hive_core.agents.state import AgentStates
 from hive_core.fsio import atomic_write
 from hive_core.paths import HivePaths
+from hive_core.remote import plan
+from hive_core.remote.launch import LinkFailed, RemoteHomes, remote_launch, remote_log_reason
 from hive_core.schema import AgentSpec, OfficeConfig
+from hive_core.status import LinkDown
 
 # A CLI that dies this fast did not start: a resumed session could not be resumed (it
 # is started afresh, once); a new one cannot start at all (no login, a bad command), so
@@ -37,6 +40,8 @@ QUICK_EXIT_S = 15.0
 DEFAULT_SIZE = (40, 120)
 
 OutputSink = Callable[[str, bytes], None]
+# (agent id, subject, text): a notice to the manager (a host that stays down).
+TellManager = Callable[[str, str, str], None]
 
 
 def hook_command() -> list[str]:
@@ -68,6 +73,7 @@ class Supervisor:
         *,
         log: Callable[[str, str], None],
         workplace: Callable[[AgentSpec], Awaitable[Path | None]] | None = None,
+        tell_manager: TellManager | None = None,
     ) -> None:
         self.paths = paths
         # Where an agent starts instead of its roster cwd (its git worktree), or None.
@@ -85,6 +91,14 @@ class Supervisor:
         self.last_output: dict[str, float] = {}
         # The loop keeps only weak references to tasks; these must not vanish mid-way.
         self._tasks: set[asyncio.Task[object]] = set()
+        # Remote desks: each host's $HOME, the desks whose link is down (what the
+        # explained status shows), their pending reconnect, and the hosts the manager
+        # was told are down (until one of their desks is back).
+        self.tell_manager = tell_manager
+        self.homes = RemoteHomes()
+        self.links: dict[str, LinkDown] = {}
+        self._reconnects: dict[str, asyncio.Task[object]] = {}
+        self._told_hosts: set[str] = set()
 
     def _background(self, coro: Coroutine[object, object, object]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -92,8 +106,13 @@ class Supervisor:
         task.add_done_callback(self._tasks.discard)
 
     def missing_cli(self, agent_id: str) -> str | None:
-        """Why this agent's CLI cannot start (not installed), or None."""
+        """Why this agent's CLI cannot start (not installed), or None. A remote desk's
+        CLI is looked for on its host (doctor), not here."""
         state = self.states[agent_id]
+        if state.spec.host:
+            return (
+                None if shutil.which("ssh") else "`ssh` is not installed. Install OpenSSH's client."
+            )
         provider = self.providers[state.spec.provider]
         program = provider.executable(state.spec)
         search = os.pathsep.join([*tool_path(), os.environ.get("PATH", "")])
@@ -111,6 +130,13 @@ class Supervisor:
     async def start(
         self, agent_id: str, *, fresh: bool = False, first_prompt: str | None = None
     ) -> bool:
+        # Started by anyone else than the reconnect loop: that loop is done.
+        self.cancel_reconnect(agent_id)
+        return await self._start(agent_id, fresh=fresh, first_prompt=first_prompt)
+
+    async def _start(
+        self, agent_id: str, *, fresh: bool = False, first_prompt: str | None = None
+    ) -> bool:
         state = self.states[agent_id]
         if agent_id in self.sessions and self.sessions[agent_id].alive:
             return True
@@ -125,7 +151,9 @@ class Supervisor:
             self.log(agent_id, f"cannot start: {state.missing}")
             return False
         spec = state.spec
-        if self.workplace is not None:
+        # A remote desk's worktree lives on its host: the workplace seam does not place
+        # it yet (it starts in its roster cwd there).
+        if self.workplace is not None and spec.host is None:
             self._starting.add(agent_id)
             try:
                 where = await self.workplace(spec)
@@ -135,15 +163,29 @@ class Supervisor:
                 spec = msgspec.structs.replace(spec, cwd=str(where))
         resume = bool(state.session_id) and not fresh
         session_id = state.session_id if resume and state.session_id else str(uuid.uuid4())
+        hooks, tools = hook_command(), tool_path()
+        secret = state.new_secret()
+        remote_home = None
+        if spec.host is not None:
+            self._starting.add(agent_id)
+            try:
+                remote_home = await self.homes.prepare(spec, self.paths, secret)
+            except LinkFailed as exc:
+                self._link_down(agent_id, str(exc))
+                return False
+            finally:
+                self._starting.discard(agent_id)
+            venv_bin = plan.remote_venv_bin(self.config.office.remote_venv, remote_home)
+            hooks, tools = [f"{venv_bin}/cth-hook"], [venv_bin]
         ctx = LaunchContext(
             paths=self.paths,
             agent=spec,
-            secret=state.new_secret(),
+            secret=secret,
             session_id=session_id,
             resume=resume,
             system_prompt=system_prompt(state.spec, self.config, self.paths),
-            hook_command=hook_command(),
-            path_prepend=tool_path(),
+            hook_command=hooks,
+            path_prepend=tools,
             base_env={k: v for k, v in os.environ.items() if not k.startswith("HIVE_")},
             first_prompt=first_prompt,
         )
@@ -154,7 +196,25 @@ class Supervisor:
             # crash loses costs nothing: no fsync (one per agent was most of a 50-agent
             # office's start-up on the event loop).
             atomic_write(mailbox.identity, identity, fsync=False)
-        launch = self.providers[state.spec.provider].prepare(ctx)
+        provider = self.providers[state.spec.provider]
+        launch = provider.prepare(ctx)
+        if remote_home is not None:
+            try:
+                launch = remote_launch(
+                    launch,
+                    spec,
+                    self.paths,
+                    remote_home=remote_home,
+                    remote_venv=self.config.office.remote_venv,
+                    executable=provider.executable(spec),
+                    office_env=os.environ,
+                )
+            except plan.ShipError as exc:
+                with self.states.edit(agent_id):
+                    state.status = "exited"
+                    state.start_failed = f"could not be sent to {spec.host}: {exc}"
+                self.log(agent_id, f"could not start: {state.start_failed}")
+                return False
         launch.cwd.mkdir(parents=True, exist_ok=True)
         rows, cols = self.sizes.get(agent_id, self.size)
         self._starting.add(agent_id)
@@ -166,7 +226,6 @@ class Supervisor:
             self._starting.discard(agent_id)
         self.sessions[agent_id] = session
         self._started_at[agent_id] = time.monotonic()
-        provider = self.providers[state.spec.provider]
         loop = asyncio.get_running_loop()
         session.attach(
             loop,
@@ -187,6 +246,8 @@ class Supervisor:
         return True
 
     async def stop_all(self) -> None:
+        for agent_id in list(self._reconnects):
+            self.cancel_reconnect(agent_id)
         await asyncio.gather(
             *(s.terminate() for s in self.sessions.values()), return_exceptions=True
         )
@@ -225,6 +286,9 @@ class Supervisor:
 
     def _output(self, agent_id: str, data: bytes) -> None:
         self.last_output[agent_id] = time.monotonic()
+        # ssh's own messages go to its -E log: output is the host speaking, the link is up.
+        if agent_id in self.links:
+            self._link_up(agent_id)
         for sink in self.sinks:
             sink(agent_id, data)
 
@@ -234,6 +298,15 @@ class Supervisor:
         self._background(self.sessions[agent_id].terminate())
         how = f"exit {code}" if code is not None else f"signal {sig}"
         self.log(agent_id, f"exited ({how})")
+        if state.spec.host and code == plan.SSH_FAILED:
+            # The link failed, not the CLI: no "could not start", but a reconnect.
+            with self.states.edit(agent_id):
+                state.pid = None
+                state.exit_status = code
+            self._link_down(
+                agent_id, remote_log_reason(self.paths, agent_id, "the ssh connection ended")
+            )
+            return
         lived = time.monotonic() - self._started_at.get(agent_id, 0)
         # A signal is the office's own stop or archive (or the person's kill), not a
         # failure to start.
@@ -255,3 +328,79 @@ class Supervisor:
             self._background(self.start(agent_id, fresh=True))
         elif failed:
             self.log(agent_id, f"could not start: {state.start_failed}")
+
+    # --- remote desks: a dropped link and the reconnect -----------------------------------
+
+    def _link_down(self, agent_id: str, reason: str) -> None:
+        """The desk's link failed (a drop, or its prepare): show it disconnected and try
+        again after the backoff; tell the manager once of a host that stays down."""
+        state = self.states[agent_id]
+        host = state.spec.host or "?"
+        before = self.links.get(agent_id)
+        failures = before.failures + 1 if before is not None else 1
+        step = plan.reconnect_plan(failures, host in self._told_hosts)
+        stopped = "the person paused it" if state.paused else None
+        if state.status == "archived":
+            stopped = "it is archived"
+        self.links[agent_id] = LinkDown(
+            reason=reason,
+            at=time.time(),
+            failures=failures,
+            delay=None if stopped else step.delay,
+            stopped=stopped,
+        )
+        with self.states.edit(agent_id):
+            if state.status != "archived":
+                state.status = "disconnected"
+        self.log(
+            agent_id,
+            f"link to {host} down ({reason}); "
+            + (f"not reconnecting: {stopped}" if stopped else f"reconnecting in {step.delay:g} s"),
+        )
+        if step.tell:
+            self._told_hosts.add(host)
+            subject, text = plan.tell_text(host, agent_id, failures, reason)
+            self.log(agent_id, f"told the manager: {subject}")
+            if self.tell_manager is not None:
+                self.tell_manager(agent_id, subject, text)
+        if stopped is None:
+            self.cancel_reconnect(agent_id)
+            task = asyncio.get_running_loop().create_task(self._reconnect(agent_id, step.delay))
+            self._reconnects[agent_id] = task
+            task.add_done_callback(
+                lambda t: (
+                    self._reconnects.pop(agent_id, None)
+                    if self._reconnects.get(agent_id) is t
+                    else None
+                )
+            )
+
+    async def _reconnect(self, agent_id: str, delay: float) -> None:
+        await asyncio.sleep(delay)
+        state = self.states[agent_id]
+        # The person's pause or archive since the drop cancels the reconnect.
+        if state.status != "disconnected" or state.paused:
+            link = self.links.get(agent_id)
+            if link is not None and state.status == "disconnected":
+                self.links[agent_id] = msgspec.structs.replace(
+                    link, delay=None, stopped="the person paused it"
+                )
+                with self.states.edit(agent_id):
+                    pass  # the explained status reads the link: announce it
+            return
+        # Not start(): that would cancel this very task.
+        await self._start(agent_id)
+
+    def cancel_reconnect(self, agent_id: str) -> None:
+        """Stop trying to reconnect this desk (the person stopped or started it)."""
+        task = self._reconnects.pop(agent_id, None)
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+
+    def _link_up(self, agent_id: str) -> None:
+        link = self.links.pop(agent_id, None)
+        host = self.states[agent_id].spec.host
+        if host is not None:
+            self._told_hosts.discard(host)
+        if link is not None:
+            self.log(agent_id, f"link to {host} is back (after {link.failures} failed)")

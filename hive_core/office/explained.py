@@ -101,6 +101,7 @@ class StatusKeeper:
             exit_status=state.exit_status,
             start_failed=state.start_failed,
             missing=state.missing,
+            link=self.supervisor.links.get(state.id),
             paused=state.paused,
             halted=state.halted,
             unread=len(ids),

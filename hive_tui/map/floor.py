@@ -42,6 +42,7 @@ Activity = Literal[
     "idle",
     "exited",
     "missing",
+    "disconnected",
 ]
 
 
@@ -131,6 +132,8 @@ def station_for(info: AgentInfo) -> Station:
         return Station(Place.DESK, "missing", greyed=True)
     if info.status in ("exited", "archived"):
         return Station(Place.DESK, "exited", greyed=True)
+    if info.status == "disconnected":  # a remote desk whose ssh link is down
+        return Station(Place.DESK, "disconnected", greyed=True)
     if info.status == "waiting":
         return Station(Place.DESK, "waiting")
     if info.status in ("idle", "offline"):

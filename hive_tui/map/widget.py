@@ -48,7 +48,7 @@ ENVELOPE_STYLE = Style(color="#ffff5f", bold=True)
 NEEDS_YOU = Style(color="#ffffff", bgcolor="#d70000", bold=True)
 
 # What the desk shows while its owner sits there.
-DESK_PROPS = {"typing": "✎", "running": "$"}
+DESK_PROPS = {"typing": "✎", "running": "$", "disconnected": "⌁"}
 
 _Paint = Callable[[int, str, Style], None]  # write text at x on the line being built
 

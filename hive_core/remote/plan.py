@@ -1,0 +1,240 @@
+"""A remote desk's launch and reconnects, pure: strings and numbers in, strings out.
+
+The provider makes a local Launch (argv, env, cwd) as for any desk; this turns it into
+what runs on the host (docs: /work/notes/remote-design.md, issue 17): the desk's private
+folder (rdir), the environment the host gets (only what the office added, plus the
+forwarded sockets), the files the launch names under the office home shipped into
+<rdir>/files, and the one command string ssh hands the remote shell. launch.py runs it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from hive_core.remote.ssh import remote_path_word
+
+# The command is one argv string on both ends, and Linux takes at most 128 KiB in one
+# argv string (MAX_ARG_STRLEN): the whole command stays under COMMAND_MAX, and the files
+# the launch ships inside it under SHIP_MAX.
+COMMAND_MAX = 120 * 1024
+SHIP_MAX = 96 * 1024
+# Reconnect backoff: 1, 2, 4, ... seconds, capped; the manager hears of a host that
+# failed this many attempts in a row (once, until it comes back).
+BACKOFF_CAP_S = 60.0
+TELL_AFTER = 3
+# Variables the host always gets from the launch, whatever the office's own say: the
+# pane's terminal is the office's emulator, not the office's terminal.
+ALWAYS = ("TERM", "COLORTERM")
+# The office's own: never sent (the host has no hive files; these point at the office's).
+NOT_SENT = ("HIVE_HOME", "HIVE_SOCKET", "HIVE_CONTROL", "PATH", "HIVE_SECRET")
+# The start's secret on the host: written by prepare from its stdin, read by the launch.
+SECRET_FILE = "secret"
+
+
+class ShipError(ValueError):
+    """The launch cannot be shipped to the host (too big, or not text)."""
+
+
+def office_key(home: Path) -> str:
+    """Two offices on one host do not share a folder there."""
+    return hashlib.sha256(str(home).encode()).hexdigest()[:8]
+
+
+def rdir_relative(key: str, agent_id: str) -> str:
+    """The desk's private folder on the host, relative to the remote $HOME."""
+    return f".hive-office/{key}/{agent_id}"
+
+
+def rdir_of(remote_home: str, key: str, agent_id: str) -> str:
+    return f"{remote_home.rstrip('/')}/{rdir_relative(key, agent_id)}"
+
+
+def prepare_command(key: str, agent_id: str) -> str:
+    """Make the desk's folder private (umask 077), remove the sockets a dropped link left
+    (ssh cannot bind over them), keep the start's secret that arrives on stdin (never in
+    an argv, which every user of either machine can read), and print $HOME (remote
+    paths must be absolute)."""
+    rdir = '"$HOME"/' + shlex.quote(rdir_relative(key, agent_id))
+    return (
+        f"umask 077 && mkdir -p {rdir}/files && chmod 700 {rdir} && "
+        f"rm -f {rdir}/hook.sock {rdir}/control.sock && cat > {rdir}/{SECRET_FILE} && "
+        "printf '%s\\n' \"$HOME\""
+    )
+
+
+def parse_home(stdout: str) -> str | None:
+    """The remote $HOME from prepare's output: its last line, if it is an absolute path
+    (a login banner may come first)."""
+    lines = [line.strip() for line in stdout.splitlines() if line.strip()]
+    if not lines or not lines[-1].startswith("/"):
+        return None
+    return lines[-1]
+
+
+def remote_venv_bin(remote_venv: str, remote_home: str) -> str:
+    """office.toml's remote_venv, absolute on the host, and its bin/."""
+    if remote_venv == "~":
+        venv = remote_home
+    elif remote_venv.startswith("~/"):
+        venv = f"{remote_home.rstrip('/')}/{remote_venv[2:]}"
+    else:
+        venv = remote_venv
+    return f"{venv.rstrip('/')}/bin"
+
+
+def remote_env(
+    launch_env: Mapping[str, str], office_env: Mapping[str, str], rdir: str
+) -> dict[str, str]:
+    """What the host's process gets besides its own login environment: what the office
+    and the provider added or changed, the forwarded sockets, HIVE_REMOTE; never the
+    office's HIVE_HOME or PATH (the command puts the remote venv first on the host's)."""
+    env = {
+        k: v
+        for k, v in launch_env.items()
+        if k not in NOT_SENT and (k in ALWAYS or office_env.get(k) != v)
+    }
+    env.update(
+        HIVE_SOCKET=f"{rdir}/hook.sock", HIVE_CONTROL=f"{rdir}/control.sock", HIVE_REMOTE="1"
+    )
+    return env
+
+
+def named_files(words: Sequence[str], home: Path) -> list[str]:
+    """Paths under the office home that the launch's words name (a whole word, or the
+    value of `--opt=PATH` / `VAR=PATH`), in the order first named."""
+    prefix = str(home).rstrip("/") + "/"
+    found: dict[str, None] = {}
+    for word in words:
+        value = word.split("=", 1)[1] if "=" in word and not word.startswith(prefix) else word
+        if value.startswith(prefix) and "\n" not in value:
+            found[value] = None
+    return list(found)
+
+
+@dataclass(frozen=True)
+class Shipped:
+    """A file the host gets: where it goes there, and its text."""
+
+    local: str
+    remote: str
+    content: str
+
+
+def ship_plan(files: Mapping[str, bytes], home: Path, rdir: str) -> list[Shipped]:
+    """Each local file (its path under the office home -> its bytes) at the same place
+    under <rdir>/files; refused with a sentence if too big or not text."""
+    total = sum(len(b) for b in files.values())
+    if total > SHIP_MAX:
+        raise ShipError(
+            f"the launch names {total // 1024} KiB of files under the office home, more than "
+            f"the {SHIP_MAX // 1024} KiB a remote desk can be sent; make its config smaller."
+        )
+    shipped = []
+    prefix = str(home).rstrip("/") + "/"
+    for local, data in files.items():
+        if b"\0" in data:
+            raise ShipError(f"{local} is not a text file, so it cannot be sent to the host.")
+        try:
+            text = data.decode()
+        except UnicodeDecodeError:
+            raise ShipError(
+                f"{local} is not UTF-8 text, so it cannot be sent to the host."
+            ) from None
+        shipped.append(Shipped(local, f"{rdir}/files/{local[len(prefix) :]}", text))
+    return shipped
+
+
+def rewrite(word: str, shipped: Sequence[Shipped]) -> str:
+    """`word` with every shipped file's local path replaced by its place on the host
+    (longest first, so a file inside a shipped folder is not cut in two)."""
+    for item in sorted(shipped, key=lambda s: len(s.local), reverse=True):
+        word = word.replace(item.local, item.remote)
+    return word
+
+
+def remote_command(
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    rdir: str,
+    cwd: str,
+    shipped: Sequence[Shipped],
+    venv_bin: str,
+) -> str:
+    """The string the host's login shell runs: take the secret prepare kept, write the
+    shipped files (private), cd to the desk's cwd there, exec argv with env and the
+    remote venv first on PATH."""
+    words = ["umask", "077"]
+    secret = shlex.quote(f"{rdir}/{SECRET_FILE}")
+    words += ["&&", f'HIVE_SECRET="$(cat {secret})"', "&&", "export", "HIVE_SECRET"]
+    folders = dict.fromkeys(s.remote.rsplit("/", 1)[0] for s in shipped)
+    for folder in folders:
+        words += ["&&", "mkdir", "-p", shlex.quote(folder)]
+    for item in shipped:
+        words += ["&&", "printf", "%s", shlex.quote(item.content), ">", shlex.quote(item.remote)]
+    words += ["&&", "cd", remote_path_word(cwd), "&&", "exec", "env"]
+    words += [shlex.quote(f"{k}={rewrite(v, shipped)}") for k, v in env.items()]
+    words.append(shlex.quote(f"PATH={venv_bin}:") + '"$PATH"')
+    words += [shlex.quote(rewrite(a, shipped)) for a in argv]
+    command = " ".join(words)
+    if len(command.encode()) > COMMAND_MAX:
+        raise ShipError(
+            f"the launch is {len(command.encode()) // 1024} KiB, more than the "
+            f"{COMMAND_MAX // 1024} KiB one ssh command can carry; shorten the agent's "
+            "prompt or config."
+        )
+    return command
+
+
+def main_extra(rdir: str, ssh_log: str, hook_socket: str, control_socket: str) -> list[str]:
+    """The desk's own connection: a terminal, its log, and the two forwarded sockets
+    (the connection fails rather than run without them)."""
+    return [
+        "-tt",
+        "-o", "ExitOnForwardFailure=yes",
+        "-E", ssh_log,
+        "-R", f"{rdir}/hook.sock:{hook_socket}",
+        "-R", f"{rdir}/control.sock:{control_socket}",
+    ]  # fmt: skip
+
+
+# --- a dropped link -------------------------------------------------------------------
+
+# Exit code of ssh when the connection (not the remote command) failed.
+SSH_FAILED = 255
+
+
+def link_reason(log_text: str, fallback: str) -> str:
+    """Why the link dropped: the last meaningful line ssh wrote to its -E log."""
+    for line in reversed(log_text.splitlines()):
+        line = line.strip()
+        if line and not line.startswith(("Warning: Permanently added", "debug")):
+            return line[:300]
+    return fallback
+
+
+@dataclass(frozen=True)
+class Reconnect:
+    delay: float  # seconds before the next attempt
+    tell: bool  # tell the manager now (the host failed TELL_AFTER attempts in a row)
+
+
+def reconnect_plan(failures: int, told: bool) -> Reconnect:
+    """After `failures` failed links in a row (1 = the first drop): wait 1, 2, 4 ... s,
+    capped at BACKOFF_CAP_S; tell the manager once a host has failed TELL_AFTER times,
+    unless it was told already (and the host has not come back since)."""
+    delay = min(BACKOFF_CAP_S, float(2 ** min(max(failures, 1) - 1, 16)))
+    return Reconnect(delay=delay, tell=failures >= TELL_AFTER and not told)
+
+
+def tell_text(host: str, agent_id: str, failures: int, reason: str) -> tuple[str, str]:
+    """The manager's notice about a host that stays down: (subject, body)."""
+    return (
+        f"{host} is unreachable",
+        f"The office cannot reach {host}, where {agent_id} runs: {failures} attempts in a "
+        f"row failed ({reason}). Mail to it waits; the office keeps trying (every "
+        f"{BACKOFF_CAP_S:g} s at most) and resumes its session when the host is back.",
+    )

@@ -1,0 +1,173 @@
+"""Shell desks on "another machine": a real `hive-office serve`, a real sshd on 127.0.0.1.
+
+pam and jim run on the host `hive-remote` (office.toml's host + ssh_args): their bash runs
+inside `ssh -tt` from the office's pty, their hook and control sockets are forwarded by
+that connection. The host is this machine under a private sshd, so the test reads what
+the remote shells wrote straight from the disk; nothing on the remote side is given the
+office's home (HIVE_HOME is unset there, the cwd is no office).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hive_core.mail import message_names
+from hive_core.remote import plan
+from tests.serve_support import ServedOffice, served
+from tests.sshd_support import SshHost, running_sshd
+from tests.support import wait_for
+
+DESK = """
+[[agents]]
+id = "{id}"
+name = "{name}"
+provider = "shell"
+host = "{host}"
+ssh_args = {ssh_args}
+cwd = "{cwd}"
+command = ["bash", "--norc", "--noprofile", "-i"]
+"""
+
+
+def roster(host: SshHost, work: Path) -> str:
+    desks = "".join(
+        DESK.format(
+            id=i, name=i.title(), host=host.alias, ssh_args=json.dumps(host.ssh_args), cwd=work
+        )
+        for i in ("pam", "jim")
+    )
+    # The host's venv is this one: `hive` and `cth-hook` are installed there.
+    return (
+        f'[office]\nmanager = "michael"\nremote_venv = "{sys.prefix}"\n\n'
+        '[[agents]]\nid = "michael"\nname = "Michael"\nprovider = "shell"\n'
+        'command = ["bash", "--norc", "--noprofile", "-i"]\n' + desks
+    )
+
+
+@pytest.fixture
+def host(tmp_path: Path) -> Iterator[SshHost]:
+    with running_sshd(tmp_path / "sshd") as h:
+        yield h
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    folder = tmp_path / "remote-work"
+    folder.mkdir()
+    return folder
+
+
+def status(office: ServedOffice, agent: str) -> str:
+    return str(office.registry().get(agent, {}).get("status"))
+
+
+def shell(office: ServedOffice, agent: str, line: str) -> None:
+    done = office.run("hive-office", "type", "--home", str(office.home), agent, line)
+    assert done.returncode == 0, done.stderr
+
+
+def wrote(path: Path) -> str:
+    """What a remote shell wrote into `path`, once it is complete (the line ends in END)."""
+    return wait_for(
+        lambda: path.exists() and path.read_text().endswith("END\n") and path.read_text(),
+        f"the remote shell to write {path.name}",
+    )
+
+
+def unread(office: ServedOffice, agent: str, sender: str | None = None) -> list[dict[str, str]]:
+    """The messages in `agent`'s inbox (from `sender` only, if given), oldest first."""
+    inbox = office.paths.mailbox(agent).inbox
+    found = [json.loads((inbox / n).read_text()) for n in message_names(inbox)]
+    return [m for m in found if sender is None or m["from"] == sender]
+
+
+def running(office: ServedOffice, agent: str, starts: int = 1) -> bool:
+    return len(office.starts(agent)) >= starts and status(office, agent) in ("running", "idle")
+
+
+def test_a_shell_desk_on_another_host_sends_reads_and_proves_who_it_is(
+    tmp_path: Path, host: SshHost, work: Path
+) -> None:
+    with served(tmp_path / "office", roster=roster(host, work)) as office:
+        wait_for(lambda: running(office, "pam") and running(office, "jim"), "both remote desks")
+        # The remote side has no hive files: no HIVE_HOME, a cwd that is no office; its
+        # sockets are the forwarded ones in its private folder under the host's $HOME.
+        shell(
+            office, "pam", 'echo "$HIVE_REMOTE|${HIVE_HOME-unset}|$HIVE_SOCKET|$PWD|END" > env.txt'
+        )
+        remote, home, sock, cwd, _ = wrote(work / "env.txt").strip().split("|")
+        rdir = plan.rdir_of(str(Path.home()), plan.office_key(office.home), "pam")
+        assert (remote, home, sock, cwd) == ("1", "unset", f"{rdir}/hook.sock", str(work))
+        assert not (work / ".hive").exists() and not (work / "office.toml").exists()
+
+        # Mail both ways: pam's `hive send` lands in michael's inbox, from pam.
+        shell(
+            office,
+            "pam",
+            "hive send --to michael --subject 'from the host' --body hi > sent.txt 2>&1; echo END >> sent.txt",
+        )
+        said = wrote(work / "sent.txt")
+        mine = wait_for(lambda: unread(office, "michael", "pam"), f"pam's mail to michael: {said}")
+        assert [m["subject"] for m in mine] == ["from the host"]
+
+        sent = office.run("hive", "send", "--to", "pam", "--subject", "to the host", "--body", "b")
+        assert sent.returncode == 0, sent.stderr
+        wait_for(lambda: unread(office, "pam"), "the person's mail in pam's inbox")
+        shell(office, "pam", "hive inbox > inbox.txt 2>&1; echo END >> inbox.txt")
+        assert "to the host" in wrote(work / "inbox.txt")
+
+        # Identity: pam's shell using jim's forwarded socket is refused (the office knows
+        # which desk's socket a connection came through; pam's secret is not jim's) ...
+        jims = plan.rdir_of(str(Path.home()), plan.office_key(office.home), "jim")
+        shell(
+            office,
+            "pam",
+            f"HIVE_CONTROL={shlex.quote(jims)}/control.sock hive send --to michael "
+            '--subject borrowed --body x > borrowed.txt 2>&1; echo "exit $? END" >> borrowed.txt',
+        )
+        borrowed = wrote(work / "borrowed.txt")
+        assert "exit 1" in borrowed and "cannot act as pam" in borrowed, borrowed
+        # ... while jim's own shell on the same socket is let through.
+        shell(
+            office,
+            "jim",
+            "hive send --to michael --subject 'jim here' --body y > jim.txt 2>&1; echo END >> jim.txt",
+        )
+        said = wrote(work / "jim.txt")
+        jim = wait_for(lambda: unread(office, "michael", "jim"), f"jim's mail: {said}")
+        assert [m["subject"] for m in jim] == ["jim here"]
+        assert [m["subject"] for m in unread(office, "michael", "pam")] == ["from the host"]
+
+
+def test_a_dropped_link_shows_disconnected_reconnects_and_loses_no_mail(
+    tmp_path: Path, host: SshHost, work: Path
+) -> None:
+    with served(tmp_path / "office", roster=roster(host, work)) as office:
+        wait_for(lambda: running(office, "pam"), "pam's remote desk")
+        first = office.registry()["pam"]["pid"]
+        # sshd is stopped from taking new connections for a while: the first reconnect
+        # fails too, so the desk is seen disconnected with its reason.
+        host.pause()
+        host.drop()
+        wait_for(lambda: status(office, "pam") == "disconnected", "pam to show disconnected")
+        why = office.registry()["pam"]["why"] or ""
+        assert "reconnect" in why, why
+        # Mail sent while the link is down waits in pam's inbox ...
+        sent = office.run("hive", "send", "--to", "pam", "--subject", "while down", "--body", "x")
+        assert sent.returncode == 0, sent.stderr
+        wait_for(lambda: unread(office, "pam"), "the mail to wait in pam's inbox")
+        host.resume()
+        # ... the office reconnects by itself (a new ssh, so a new pid) ...
+        wait_for(lambda: running(office, "pam", starts=2), "pam to reconnect", timeout=90)
+        assert office.registry()["pam"]["pid"] != first
+        assert any("link to hive-remote down" in line for line in office.agent_log("pam"))
+        # ... and the mail is there once.
+        shell(office, "pam", "hive inbox > inbox.txt 2>&1; echo END >> inbox.txt")
+        listing = wrote(work / "inbox.txt")
+        assert listing.count("while down") == 1, listing
