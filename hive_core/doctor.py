@@ -17,6 +17,7 @@ from hive_core.committer import check_repo
 from hive_core.config import ConfigError, load_office
 from hive_core.health import read_health
 from hive_core.paths import HivePaths
+from hive_core.schema import AgentSpec
 
 # AF_UNIX socket paths hold at most 107 bytes on Linux.
 SOCKET_PATH_MAX = 107
@@ -75,7 +76,9 @@ def run_checks(paths: HivePaths) -> list[Check]:
     checks.append(_semantic_check())
     search = os.pathsep.join([*tool_path(), os.environ.get("PATH", "")])
     known = providers()
-    for agent in config.agents:
+    # A desk on another machine runs its CLI in its working folder there: what this
+    # machine has says nothing about it (_remote_checks asks the host).
+    for agent in (a for a in config.agents if a.host is None):
         provider = known[agent.provider]
         program = provider.executable(agent)
         found = shutil.which(program, path=search)
@@ -94,7 +97,29 @@ def run_checks(paths: HivePaths) -> list[Check]:
                     f"create it or change `cwd` for {agent.id} in office.toml",
                 )
             )
+    checks.extend(_remote_checks(paths, config.agents, config.office.remote_venv))
     return checks
+
+
+def _remote_checks(paths: HivePaths, agents: list[AgentSpec], remote_venv: str) -> list[Check]:
+    """Each remote desk's host, over one ssh call: reachable, `hive` at this version,
+    each agent's CLI and working folder there (hive_core/remote/check.py)."""
+    from hive_core.remote import check
+
+    known = providers()
+
+    def program(agent: AgentSpec) -> str:
+        return known[agent.provider].executable(agent)
+
+    def hint(agent: AgentSpec) -> str:
+        return known[agent.provider].install_hint()
+
+    here = check.local_version()
+    return [
+        Check(f.ok, f.what, f.fix)
+        for result in check.check_hosts(agents, paths, remote_venv, program)
+        for f in check.findings(result, remote_venv, here, hint, program)
+    ]
 
 
 def _semantic_check() -> Check:

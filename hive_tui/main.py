@@ -23,6 +23,7 @@ from hive_core.paths import HivePaths, resolve_home
 
 # A copy: the verbs added here (attach) are the app's, not the core group's.
 @click.group(invoke_without_command=True, commands=dict(core.commands))
+@click.version_option(package_name="hive-office", prog_name="hive-office")
 @click.option("--home", metavar="DIR", help=HOME_HELP)
 @click.option("--demo", is_flag=True, help="Open a demo office with scripted agents (no API key).")
 @click.pass_context

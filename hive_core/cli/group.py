@@ -83,6 +83,7 @@ def current_caller(*, proof: bool = False) -> Caller:
     cls=_HiveGroup,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
+@click.version_option(package_name="hive-office", prog_name="hive")
 @home_option
 def cli() -> None:
     """Mail, board, triage, roster and log of a hive-office.

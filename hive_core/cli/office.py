@@ -60,6 +60,7 @@ def repo_refusals(paths: HivePaths) -> Iterator[None]:
 
 
 @click.group()
+@click.version_option(package_name="hive-office", prog_name="hive-office")
 @click.option("--home", metavar="DIR", help=HOME_HELP)
 @click.pass_context
 def cli(ctx: click.Context, home: str | None) -> None:
@@ -185,6 +186,56 @@ def doctor(ctx: click.Context, home: str | None) -> None:
             click.echo(f"     -> {check.fix}")
     if not all(c.ok for c in checks):
         sys.exit(1)
+
+
+@cli.command("remote-setup")
+@click.argument("host")
+@click.option(
+    "--ssh-arg",
+    "ssh_args",
+    multiple=True,
+    metavar="ARG",
+    help="An ssh option word (repeat it); default: the ssh_args of office.toml's agent on HOST.",
+)
+@click.option(
+    "--venv", metavar="PATH", help="The venv on HOST; default: office.toml's remote_venv."
+)
+@click.option("--python", default="python3", show_default=True, help="The Python on HOST.")
+@click.option(
+    "--pip-arg", "pip_args", multiple=True, metavar="ARG", help="A pip option (repeat it)."
+)
+@click.option("--home", metavar="DIR", help=HOME_HELP)
+@click.pass_context
+def remote_setup(
+    ctx: click.Context,
+    host: str,
+    ssh_args: tuple[str, ...],
+    venv: str | None,
+    python: str,
+    pip_args: tuple[str, ...],
+    home: str | None,
+) -> None:
+    """Install this hive-office (hive, cth-hook) into a venv on HOST, over ssh, with pip.
+
+    \b
+      hive-office remote-setup build-box
+      hive-office remote-setup gpu1 --ssh-arg=-p --ssh-arg=2222 --python python3.11
+    """
+    from hive_core.remote.setup import SetupError
+    from hive_core.remote.setup import remote_setup as run_setup
+
+    try:
+        target, installed = run_setup(
+            _paths(home or ctx.obj["home"]),
+            host,
+            ssh_args=ssh_args,
+            venv=venv,
+            python=python,
+            pip_args=pip_args,
+        )
+    except SetupError as e:
+        fail(str(e))
+    click.echo(f"hive-office {installed} installed in {target.venv} on {host}")
 
 
 def _control(
