@@ -54,14 +54,28 @@ def identity_text(agent: AgentSpec, config: OfficeConfig) -> str:
     return "\n".join(lines)
 
 
+# A remote desk's host has none of the office's files: the paths above would name
+# nothing there, so its prompt points at `hive` verbs instead.
+REMOTE_PLACES = """You run on {host}, another machine than the office's: the office's files are not here.
+`hive` reaches the office from here for everything (mail, board, tasks, memory).
+"""
+
+
 def system_prompt(agent: AgentSpec, config: OfficeConfig, paths: HivePaths) -> str:
     folder = paths.mailbox(agent.id).root
-    prompt = (
-        identity_text(agent, config)
-        + "\n"
-        + PROTOCOL_DIGEST.format(protocol=paths.protocol, folder=f"{folder}/")
-        + f"\nYour long-term memory index is {paths.mailbox(agent.id).memory}; read it when you start.\n"
-    )
+    if agent.host:
+        places = PROTOCOL_DIGEST.format(
+            protocol="the office's PROTOCOL.md",
+            folder="in the office (not on this machine; `hive memory note` keeps notes)",
+        ) + REMOTE_PLACES.format(host=agent.host)
+        memory = "\nSearch your long-term memory with `hive memory search WORDS --scope own`.\n"
+    else:
+        places = PROTOCOL_DIGEST.format(protocol=paths.protocol, folder=f"{folder}/")
+        memory = (
+            f"\nYour long-term memory index is {paths.mailbox(agent.id).memory}; "
+            "read it when you start.\n"
+        )
+    prompt = identity_text(agent, config) + "\n" + places + memory
     if agent.id == config.office.manager:
         # The policy is the person's to edit (hive/MANAGER.md), so it is read at every start.
         try:

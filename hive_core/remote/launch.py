@@ -93,7 +93,7 @@ def remote_launch(
     """The local launch the provider made, as `ssh -tt` running it on spec.host. Raises
     plan.ShipError (a sentence) if its files cannot be sent."""
     rdir = plan.rdir_of(remote_home, plan.office_key(paths.home), spec.id)
-    env = plan.remote_env(launch.env, office_env, rdir)
+    env = plan.remote_env(launch.env, office_env, rdir, spec.env)
     argv = [executable, *launch.argv[1:]]
     files = _read_named([*argv, *env.values()], paths.home)
     shipped = plan.ship_plan(files, paths.home, rdir)

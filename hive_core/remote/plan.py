@@ -87,15 +87,21 @@ def remote_venv_bin(remote_venv: str, remote_home: str) -> str:
 
 
 def remote_env(
-    launch_env: Mapping[str, str], office_env: Mapping[str, str], rdir: str
+    launch_env: Mapping[str, str],
+    office_env: Mapping[str, str],
+    rdir: str,
+    roster_env: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """What the host's process gets besides its own login environment: what the office
-    and the provider added or changed, the forwarded sockets, HIVE_REMOTE; never the
-    office's HIVE_HOME or PATH (the command puts the remote venv first on the host's)."""
+    and the provider added or changed, what office.toml's `env` names for the agent
+    (even where the office's own environment has the same value: the host's has not),
+    the forwarded sockets, HIVE_REMOTE; never the office's HIVE_HOME or PATH (the
+    command puts the remote venv first on the host's)."""
+    named = roster_env or {}
     env = {
         k: v
         for k, v in launch_env.items()
-        if k not in NOT_SENT and (k in ALWAYS or office_env.get(k) != v)
+        if k not in NOT_SENT and (k in ALWAYS or k in named or office_env.get(k) != v)
     }
     env.update(
         HIVE_SOCKET=f"{rdir}/hook.sock", HIVE_CONTROL=f"{rdir}/control.sock", HIVE_REMOTE="1"

@@ -9,8 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from hive_core.agents.identity import system_prompt
 from hive_core.events.decide import MailItem
+from hive_core.paths import HivePaths
 from hive_core.remote import plan
+from hive_core.schema import AgentSpec, OfficeConfig, OfficeSettings
 from hive_core.status import LinkDown, Signals, explain
 from hive_core.wake import DISCONNECTED, WakeMemory, WakeView, decide_wake
 
@@ -68,6 +71,14 @@ def test_remote_env_is_what_the_office_added_plus_the_sockets() -> None:
         "HIVE_CONTROL": f"{RDIR}/control.sock",
         "HIVE_REMOTE": "1",
     }
+
+
+def test_remote_env_keeps_what_office_toml_names_even_where_the_office_has_it_too() -> None:
+    office = {"HOME": "/root", "ANTHROPIC_API_KEY": "k", "TERM": "xterm"}
+    launch = {**office, "HIVE_AGENT_ID": "jim"}
+    assert "ANTHROPIC_API_KEY" not in plan.remote_env(launch, office, RDIR)
+    named = plan.remote_env(launch, office, RDIR, {"ANTHROPIC_API_KEY": "k"})
+    assert named["ANTHROPIC_API_KEY"] == "k" and "HOME" not in named
 
 
 def test_named_files_finds_whole_words_and_option_values_under_the_home() -> None:
@@ -210,3 +221,15 @@ def test_a_launch_longer_than_one_argv_string_is_refused_with_a_sentence() -> No
     assert ok.endswith("x" * 1000)
     with pytest.raises(plan.ShipError, match="more than the 120 KiB"):
         plan.remote_command(["claude", "x" * plan.COMMAND_MAX], {}, RDIR, "/w", [], "/v/bin")
+
+
+def test_a_remote_desk_s_prompt_names_no_office_path_and_points_at_hive() -> None:
+    here = AgentSpec(id="jim", name="Jim", provider="claude")
+    there = AgentSpec(id="jim", name="Jim", provider="claude", host="gpu1")
+    config = OfficeConfig(office=OfficeSettings(manager="m"), agents=[here])
+    paths = HivePaths(HOME)
+    local = system_prompt(here, config, paths)
+    remote = system_prompt(there, config, paths)
+    assert str(HOME) in local
+    assert str(HOME) not in remote
+    assert "You run on gpu1" in remote and "hive memory search" in remote
