@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Mapping
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
 
 import msgspec
 
+from hive_core.remote.ssh import remote_path_word
 from hive_core.schema import AgentSpec
 
 # Where git puts `<agent>`: under the office's own namespace, so two offices using one
@@ -30,6 +32,10 @@ class WorktreeRecord(msgspec.Struct, kw_only=True):
     base_commit: str  # the commit it was made from
     subdir: str = ""  # where in the repository the agent's cwd was ("" = the top)
     created: str = ""
+    # A remote desk's: the host repo and path are on, and how to reach it (kept up to
+    # date from office.toml at each start, so a diff or merge needs only the record).
+    host: str | None = None
+    ssh_args: list[str] = []
 
 
 class SetupMarker(msgspec.Struct, kw_only=True):
@@ -236,3 +242,70 @@ def overlap_text(first: str, second: str, files: list[str], reader: str) -> tupl
             "shows each one's changes)."
         )
     return subject, body
+
+
+# --- a remote desk's git: the command strings ssh hands its host's shell ---------------
+
+# Variables that would point git at another repository than the folder's own.
+GIT_VARS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_PREFIX")
+# The remote command's own exit when its folder is missing (git never exits 97; ssh's
+# own failure is 255).
+NO_FOLDER_EXIT = 97
+
+
+def remote_worktree_relative(key: str, agent_id: str) -> str:
+    """A remote desk's worktree, relative to its host's $HOME: beside the desks' private
+    folders (remote/plan.rdir_relative), under the office's key."""
+    return f".hive-office/{key}/worktrees/{agent_id}"
+
+
+def _remote_cd(cwd: str) -> str:
+    return f"cd {remote_path_word(cwd)} || exit {NO_FOLDER_EXIT}; unset {' '.join(GIT_VARS)}; "
+
+
+def _git_words(args: Sequence[str]) -> str:
+    return " ".join(shlex.quote(a) for a in ("git", "-c", "core.quotepath=off", *args))
+
+
+def remote_git_script(cwd: str, args: Sequence[str]) -> str:
+    """One git command in `cwd` on the host (`~/` expanded there), in the C locale."""
+    return _remote_cd(cwd) + "exec env LC_ALL=C " + _git_words(args)
+
+
+def remote_each_script(cwd: str, commands: Sequence[Sequence[str]], ok: Sequence[int]) -> str:
+    """Several git commands in `cwd` in one connection, their output one after the other;
+    the first whose exit is not in `ok` ends the script with that exit."""
+    allowed = "|".join(str(code) for code in ok)
+    steps = [
+        f"{_git_words(args)}; c=$?; case $c in {allowed}) ;; *) exit $c;; esac" for args in commands
+    ]
+    return _remote_cd(cwd) + "LC_ALL=C; export LC_ALL; " + "; ".join(steps)
+
+
+def remote_setup_script(cwd: str, setup: str, env: Mapping[str, str]) -> str:
+    """office.worktree_setup run in the worktree on the host with `env` added."""
+    words = " ".join(shlex.quote(f"{k}={v}") for k, v in env.items())
+    return f"{_remote_cd(cwd)}exec env {words} /bin/sh -c {shlex.quote(setup)} </dev/null"
+
+
+def remote_home_script(key: str) -> str:
+    """Make the office's worktrees folder on the host (private, as prepare makes the
+    desks' own) and print $HOME (a worktree's path is kept absolute)."""
+    parent = remote_worktree_relative(key, "").rstrip("/")
+    return f'umask 077 && mkdir -p "$HOME"/{shlex.quote(parent)} && printf \'%s\\n\' "$HOME"'
+
+
+def parse_top_prefix(out: bytes) -> tuple[str, str]:
+    """`git rev-parse --show-toplevel --show-prefix`: the repository's top, and where the
+    folder is in it ("" at the top)."""
+    lines = out.decode("utf-8", "surrogateescape").split("\n")
+    top = lines[0].strip()
+    prefix = lines[1].strip().rstrip("/") if len(lines) > 1 else ""
+    if not top.startswith("/"):
+        raise ValueError(f"git rev-parse gave no top folder: {out[:200]!r}")
+    return top, prefix
+
+
+def unreachable_text(host: str, reason: str) -> str:
+    """Why a remote desk's worktree cannot be read now."""
+    return f"cannot reach {host}: {reason.rstrip('.')}; the office retries when the desk reconnects"

@@ -3,7 +3,9 @@ against its base, merge it back, remove it, and warn when two branches touch a f
 
 This is the person's repository, not the hive: everything goes through the `git`
 command (pygit2 is the committer's, for the hive only), and nothing here discards
-work. A merge that would conflict is found with `git merge-tree --write-tree` before
+work. A remote desk's worktree lives on its host, made from its roster cwd's repository
+there: the same git commands run there over ssh (RemoteGit), through the desk's own
+connection when it is up. A merge that would conflict is found with `git merge-tree --write-tree` before
 anything is written; a worktree with uncommitted work is never removed. Decisions and
 git's output are read in hive_core/worktree_plan.py.
 """
@@ -14,7 +16,7 @@ import asyncio
 import contextlib
 import os
 import subprocess
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -24,9 +26,14 @@ from hive_core.agents.provider import agent_cwd
 from hive_core.fsio import atomic_write
 from hive_core.ids import new_message_id, utc_now_iso
 from hive_core.paths import HivePaths
+from hive_core.remote import plan as remote_plan
+from hive_core.remote.launch import LinkFailed
+from hive_core.remote.ssh import remote_path_word, ssh_argv
 from hive_core.routing.decide import router_notice
 from hive_core.schema import AgentSpec, Message, OfficeConfig
 from hive_core.worktree_plan import (
+    GIT_VARS,
+    NO_FOLDER_EXIT,
     UNTRACKED_READ_MAX,
     FilePatch,
     FileStat,
@@ -40,8 +47,15 @@ from hive_core.worktree_plan import (
     parse_merge_tree,
     parse_numstat,
     parse_patch,
+    parse_top_prefix,
     parse_worktree_list,
+    remote_each_script,
+    remote_git_script,
+    remote_home_script,
+    remote_setup_script,
+    remote_worktree_relative,
     stat_of,
+    unreachable_text,
     untracked_stat,
     wants_worktree,
 )
@@ -49,32 +63,209 @@ from hive_core.worktree_plan import (
 GIT_TIMEOUT_S = 300.0
 # worktree_setup may install dependencies; past this it is stopped and reported.
 SETUP_TIMEOUT_S = 1800.0
-# Variables that would point git at another repository than the folder's own.
-_GIT_VARS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_PREFIX")
 
 
 class WorktreeError(Exception):
     """A worktree operation cannot be done; the message says why and what to do."""
 
 
+class NoFolder(WorktreeError):
+    """The folder git was to run in does not exist (a worktree deleted by hand)."""
+
+
+class HostUnreachable(WorktreeError):
+    """ssh could not reach a remote desk's host (ssh's own exit 255, not git's)."""
+
+    def __init__(self, host: str, reason: str) -> None:
+        super().__init__(unreachable_text(host, reason))
+        self.reason = reason  # ssh's own words, for the desk's link-down line
+
+
+def _said(stderr: bytes, fallback: object) -> str:
+    lines = stderr.decode("utf-8", "replace").strip().splitlines()
+    return lines[-1] if lines else str(fallback)
+
+
+class Git:
+    """Runs git for one desk's worktrees. This one runs it here; RemoteGit on the
+    desk's host. Every worktree operation goes through one of these."""
+
+    host: str | None = None
+
+    def where(self, folder: Path | str) -> str:
+        """`folder` as a sentence names it."""
+        return str(folder)
+
+    def __call__(
+        self, args: Sequence[str], cwd: Path | str, *, ok: tuple[int, ...] = (0,)
+    ) -> subprocess.CompletedProcess[bytes]:
+        if not os.path.isdir(cwd):
+            raise NoFolder(f"the folder {cwd} does not exist")
+        env = {k: v for k, v in os.environ.items() if k not in GIT_VARS}
+        env["LC_ALL"] = "C"
+        argv = ["git", "-c", "core.quotepath=off", *args]
+        try:
+            done = subprocess.run(
+                argv, cwd=cwd, env=env, capture_output=True, timeout=GIT_TIMEOUT_S, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise WorktreeError(f"`git {' '.join(args)}` could not run in {cwd}: {e}") from None
+        if done.returncode not in ok:
+            raise WorktreeError(
+                f"`git {' '.join(args)}` failed in {cwd}: {_said(done.stderr, done.returncode)}"
+            )
+        return done
+
+    def each(
+        self, commands: Sequence[Sequence[str]], cwd: Path | str, *, ok: tuple[int, ...] = (0,)
+    ) -> bytes:
+        """Several git commands' output, in order (RemoteGit: in one connection)."""
+        return b"".join(self(args, cwd, ok=ok).stdout for args in commands)
+
+    def is_dir(self, folder: Path | str) -> bool:
+        return os.path.isdir(folder)
+
+    def setup(
+        self, script: str, cwd: str, env: Mapping[str, str]
+    ) -> subprocess.CompletedProcess[bytes]:
+        """Run worktree_setup (`/bin/sh -c script`) in the worktree with `env` added."""
+        full = {k: v for k, v in os.environ.items() if k not in GIT_VARS}
+        full.update(env)
+        return subprocess.run(
+            ["/bin/sh", "-c", script],
+            cwd=cwd,
+            env=full,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=SETUP_TIMEOUT_S,
+            check=False,
+        )
+
+
+LOCAL = Git()
+
+
+class RemoteGit(Git):
+    """git on a remote desk's host: each call one `ssh ... DEST 'cd DIR || exit 97;
+    exec env LC_ALL=C git ...'` (ssh_argv: the desk's connection is reused when up).
+    ssh's exit 255 is HostUnreachable, exit 97 NoFolder."""
+
+    def __init__(self, spec: AgentSpec, paths: HivePaths) -> None:
+        assert spec.host is not None, f"{spec.id} has no host"
+        self.spec = spec
+        self.paths = paths
+        self.host = spec.host
+
+    def where(self, folder: Path | str) -> str:
+        return f"{folder} on {self.host}"
+
+    def _run(
+        self, script: str, *, what: str, timeout: float = GIT_TIMEOUT_S
+    ) -> subprocess.CompletedProcess[bytes]:
+        host = self.spec.host or "?"
+        try:
+            done = subprocess.run(
+                ssh_argv(self.spec, self.paths, script),
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=timeout,
+                check=False,
+            )
+        except OSError as e:
+            raise HostUnreachable(host, f"ssh cannot be run: {e}") from None
+        except subprocess.TimeoutExpired:
+            raise WorktreeError(
+                f"{what} on {host} was still running after {timeout:g} s and was stopped"
+            ) from None
+        if done.returncode == remote_plan.SSH_FAILED:
+            reason = remote_plan.link_reason(
+                done.stderr.decode("utf-8", "replace"), "ssh exited with code 255"
+            )
+            raise HostUnreachable(host, reason)
+        return done
+
+    def _checked(
+        self,
+        done: subprocess.CompletedProcess[bytes],
+        cwd: Path | str,
+        what: str,
+        ok: tuple[int, ...],
+    ) -> subprocess.CompletedProcess[bytes]:
+        if done.returncode == NO_FOLDER_EXIT:
+            raise NoFolder(f"the folder {cwd} does not exist on {self.host}")
+        if done.returncode not in ok:
+            raise WorktreeError(
+                f"{what} failed in {self.where(cwd)}: {_said(done.stderr, done.returncode)}"
+            )
+        return done
+
+    def __call__(
+        self, args: Sequence[str], cwd: Path | str, *, ok: tuple[int, ...] = (0,)
+    ) -> subprocess.CompletedProcess[bytes]:
+        what = f"`git {' '.join(args)}`"
+        done = self._run(remote_git_script(str(cwd), args), what=what)
+        return self._checked(done, cwd, what, ok)
+
+    def each(
+        self, commands: Sequence[Sequence[str]], cwd: Path | str, *, ok: tuple[int, ...] = (0,)
+    ) -> bytes:
+        if not commands:
+            return b""
+        what = f"`git {' '.join(commands[0])}` and {len(commands) - 1} more like it"
+        done = self._run(remote_each_script(str(cwd), commands, ok), what=what)
+        return self._checked(done, cwd, what, (0,)).stdout
+
+    def is_dir(self, folder: Path | str) -> bool:
+        return self._run(f"test -d {remote_path_word(str(folder))}", what="test -d").returncode == 0
+
+    def home(self) -> str:
+        """The host's $HOME, with the office's worktrees folder there made."""
+        done = self._run(
+            remote_home_script(remote_plan.office_key(self.paths.home)), what="finding $HOME"
+        )
+        found = remote_plan.parse_home(done.stdout.decode("utf-8", "replace"))
+        if done.returncode or found is None:
+            raise WorktreeError(
+                f"the office's worktrees folder cannot be made under $HOME on {self.host}: "
+                f"{_said(done.stderr, done.returncode)}"
+            )
+        return found
+
+    def setup(
+        self, script: str, cwd: str, env: Mapping[str, str]
+    ) -> subprocess.CompletedProcess[bytes]:
+        done = self._run(
+            remote_setup_script(cwd, script, env), what="worktree_setup", timeout=SETUP_TIMEOUT_S
+        )
+        if done.returncode == NO_FOLDER_EXIT:
+            raise NoFolder(f"the folder {cwd} does not exist on {self.host}")
+        return done
+
+
+def runner(paths: HivePaths, record: WorktreeRecord) -> Git:
+    """The git runner for a recorded worktree: here, or on the host it was made on."""
+    if record.host is None:
+        return LOCAL
+    spec = AgentSpec(id=record.agent, name=record.agent, host=record.host, ssh_args=record.ssh_args)
+    return RemoteGit(spec, paths)
+
+
+def _given(record: WorktreeRecord, run: Git | None) -> Git:
+    """The runner a caller passed; a local worktree's without one."""
+    if run is not None:
+        return run
+    if record.host is not None:
+        raise WorktreeError(
+            f"{record.agent}'s worktree is on {record.host}: its git runs there (pass its runner)"
+        )
+    return LOCAL
+
+
 def git(
     args: Iterable[str], cwd: Path | str, *, ok: tuple[int, ...] = (0,)
 ) -> subprocess.CompletedProcess[bytes]:
-    env = {k: v for k, v in os.environ.items() if k not in _GIT_VARS}
-    env["LC_ALL"] = "C"
-    argv = ["git", "-c", "core.quotepath=off", *args]
-    try:
-        done = subprocess.run(
-            argv, cwd=cwd, env=env, capture_output=True, timeout=GIT_TIMEOUT_S, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise WorktreeError(f"`git {' '.join(args)}` could not run in {cwd}: {e}") from None
-    if done.returncode not in ok:
-        said = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise WorktreeError(
-            f"`git {' '.join(args)}` failed in {cwd}: {said[-1] if said else done.returncode}"
-        )
-    return done
+    """git here (the local runner)."""
+    return LOCAL(list(args), cwd, ok=ok)
 
 
 def _out(done: subprocess.CompletedProcess[bytes]) -> str:
@@ -134,122 +325,186 @@ def record_for(paths: HivePaths, agent_id: str) -> WorktreeRecord:
 
 
 class Placement(NamedTuple):
-    cwd: Path | None  # where the agent starts; None: its roster cwd, as before
+    # Where the agent starts (a remote desk's: a folder on its host); None: its roster
+    # cwd, as before.
+    cwd: Path | None
     notes: list[str]  # sentences for the office log
     problem: str | None  # for health: the person must act
 
 
 def place(paths: HivePaths, config: OfficeConfig, spec: AgentSpec) -> Placement:
     """Where `spec` starts: its worktree (made, or made again, if missing), else its
-    own cwd with the reason. Runs git: call it off the event loop."""
+    own cwd with the reason. A remote desk's worktree is on its host (the Path is that
+    host's). Runs git: call it off the event loop. Raises HostUnreachable when a remote
+    desk's host cannot be reached: starting in its roster cwd would put the agent in
+    the person's checkout."""
     if not wants_worktree(spec, config.office.manager):
         return Placement(None, [], None)
     notes: list[str] = []
+    run: Git = LOCAL if spec.host is None else RemoteGit(spec, paths)
     try:
         record = read_record(paths, spec.id)
+        if record is not None and record.host != spec.host:
+            return Placement(
+                None,
+                notes,
+                f"{spec.id}'s worktree {record.path} is on {record.host or 'this machine'}, "
+                f"but office.toml now puts it on {spec.host or 'this machine'}, so it works "
+                f"in its cwd without a worktree; merge or remove the old one "
+                f"(`hive-office worktree remove {spec.id}` with the old host) and delete "
+                f"{_record_file(paths, spec.id)}",
+            )
         if record is None:
-            cwd = agent_cwd(spec)
-            top = repo_top(cwd)
-            if top is None:
-                return Placement(
-                    None,
-                    [
-                        f"{cwd} is not in a git repository, so {spec.id} works there, "
-                        "without a worktree"
-                    ],
-                    None,
+            found = _repository(run, spec, notes)
+            if found is None:
+                return Placement(None, notes, None)
+            top, subdir = found
+            record = _create(paths, config, spec, run, top, subdir, notes)
+        else:
+            if record.ssh_args != spec.ssh_args:
+                record = msgspec.structs.replace(record, ssh_args=list(spec.ssh_args))
+                _write(_record_file(paths, spec.id), record)
+            if not run.is_dir(record.path):
+                _add_again(run, record)
+                notes.append(
+                    f"made {spec.id}'s worktree again at {run.where(record.path)} on "
+                    f"{record.branch}"
                 )
-            record = _create(paths, config, spec, top, cwd, notes)
-        elif not Path(record.path).is_dir():
-            _add_again(record)
-            notes.append(f"made {spec.id}'s worktree again at {record.path} on {record.branch}")
+    except HostUnreachable:
+        raise
     except (WorktreeError, OSError) as e:
         return Placement(None, notes, f"{spec.id} works in its cwd without a worktree: {e}")
-    problem = bootstrap(paths, config, record, notes)
-    where = Path(record.path) / record.subdir
-    return Placement(where if where.is_dir() else Path(record.path), notes, problem)
+    problem = bootstrap(paths, config, record, notes, run=run)
+    if not record.subdir:
+        return Placement(Path(record.path), notes, problem)
+    where = f"{record.path}/{record.subdir}"
+    return Placement(Path(where if run.is_dir(where) else record.path), notes, problem)
 
 
-def _add_again(record: WorktreeRecord) -> None:
+def _repository(run: Git, spec: AgentSpec, notes: list[str]) -> tuple[str, str] | None:
+    """The repository top the agent's roster cwd is in and the cwd's place in it, or None
+    with the reason in `notes`."""
+    if run.host is None:
+        cwd = agent_cwd(spec)
+        top = repo_top(cwd)
+        if top is None:
+            notes.append(
+                f"{cwd} is not in a git repository, so {spec.id} works there, without a worktree"
+            )
+            return None
+        subdir = os.path.relpath(cwd.resolve(), top.resolve()) if cwd != top else ""
+        return str(top), "" if subdir == "." or subdir.startswith("..") else subdir
+    try:
+        found = run(["rev-parse", "--show-toplevel", "--show-prefix"], spec.cwd, ok=(0, 128))
+    except NoFolder as e:
+        notes.append(f"{e}, so {spec.id} works without a worktree")
+        return None
+    if found.returncode:
+        notes.append(
+            f"{run.where(spec.cwd)} is not in a git repository, so {spec.id} works there, "
+            "without a worktree"
+        )
+        return None
+    try:
+        return parse_top_prefix(found.stdout)
+    except ValueError as e:
+        raise WorktreeError(str(e)) from None
+
+
+def _add_again(run: Git, record: WorktreeRecord) -> None:
     """Check the kept branch out again where the folder was. A folder deleted by hand
     is still registered to git; only that registration is overridden (-f), never the
     branch being checked out somewhere else (`git worktree prune` would also drop the
     person's own worktrees on an unmounted disk)."""
-    listed = git(["worktree", "list", "--porcelain", "-z"], record.repo).stdout
+    listed = run(["worktree", "list", "--porcelain", "-z"], record.repo).stdout
     holder = parse_worktree_list(listed).get(record.branch)
     if holder is not None and holder != record.path:
         raise WorktreeError(
-            f"{record.branch} is checked out in {holder}; check out another branch there"
+            f"{record.branch} is checked out in {run.where(holder)}; check out another branch there"
         )
     force = ["-f"] if holder == record.path else []
-    git(["worktree", "add", *force, record.path, record.branch], record.repo)
+    run(["worktree", "add", *force, record.path, record.branch], record.repo)
 
 
 def _create(
     paths: HivePaths,
     config: OfficeConfig,
     spec: AgentSpec,
-    top: Path,
-    cwd: Path,
+    run: Git,
+    top: str,
+    subdir: str,
     notes: list[str],
 ) -> WorktreeRecord:
     branch = branch_name(config.office.name, str(paths.home), spec.id)
-    head = git(["rev-parse", "--verify", "-q", "HEAD^{commit}"], top, ok=(0, 1))
+    shown = run.where(top)
+    head = run(["rev-parse", "--verify", "-q", "HEAD^{commit}"], top, ok=(0, 1))
     if head.returncode:
-        raise WorktreeError(f"{top} has no commit yet; commit something and restart {spec.id}")
+        raise WorktreeError(f"{shown} has no commit yet; commit something and restart {spec.id}")
     commit = _out(head)
-    on = git(["symbolic-ref", "-q", "--short", "HEAD"], top, ok=(0, 1))
+    on = run(["symbolic-ref", "-q", "--short", "HEAD"], top, ok=(0, 1))
     base = _out(on) if on.returncode == 0 else None
     if base is None:
         notes.append(
-            f"{top} has a detached HEAD ({commit[:10]}); {spec.id}'s worktree starts from "
+            f"{shown} has a detached HEAD ({commit[:10]}); {spec.id}'s worktree starts from "
             f"that commit, and its branch {branch} is yours to merge (there is no base "
             "branch to merge it into)"
         )
-    if _out(git(["status", "--porcelain", "--untracked-files=no"], top)):
+    if _out(run(["status", "--porcelain", "--untracked-files=no"], top)):
         notes.append(
-            f"{top} has uncommitted changes; {spec.id}'s worktree starts from the last "
+            f"{shown} has uncommitted changes; {spec.id}'s worktree starts from the last "
             f"commit ({commit[:10]}) without them, and they stay where they are"
         )
-    target = paths.worktree(spec.id)
-    if target.exists() and any(target.iterdir()):
-        raise WorktreeError(
-            f"{target} already holds files the office did not put there; move them "
-            f"and restart {spec.id}"
-        )
-    paths.worktrees.mkdir(mode=0o700, parents=True, exist_ok=True)
-    known = git(["rev-parse", "--verify", "-q", f"refs/heads/{branch}"], top, ok=(0, 1))
-    if known.returncode == 0:
-        git(["worktree", "add", str(target), branch], top)
-        notes.append(f"{spec.id} works in {target} on its existing branch {branch}")
+    if isinstance(run, RemoteGit):
+        key = remote_plan.office_key(paths.home)
+        target = f"{run.home().rstrip('/')}/{remote_worktree_relative(key, spec.id)}"
+        # git worktree add itself refuses a folder that holds files.
     else:
-        git(["worktree", "add", "-b", branch, str(target), commit], top)
+        local = paths.worktree(spec.id)
+        if local.exists() and any(local.iterdir()):
+            raise WorktreeError(
+                f"{local} already holds files the office did not put there; move them "
+                f"and restart {spec.id}"
+            )
+        paths.worktrees.mkdir(mode=0o700, parents=True, exist_ok=True)
+        target = str(local)
+    known = run(["rev-parse", "--verify", "-q", f"refs/heads/{branch}"], top, ok=(0, 1))
+    if known.returncode == 0:
+        run(["worktree", "add", target, branch], top)
+        notes.append(f"{spec.id} works in {run.where(target)} on its existing branch {branch}")
+    else:
+        run(["worktree", "add", "-b", branch, target, commit], top)
         notes.append(
-            f"{spec.id} works in {target} on branch {branch}, from "
+            f"{spec.id} works in {run.where(target)} on branch {branch}, from "
             f"{base or 'a detached HEAD'} at {commit[:10]}"
         )
     record = WorktreeRecord(
         agent=spec.id,
-        repo=str(top),
-        path=str(target),
+        repo=top,
+        path=target,
         branch=branch,
         base_branch=base,
         base_commit=commit,
-        subdir=os.path.relpath(cwd.resolve(), top.resolve()) if cwd != top else "",
+        subdir=subdir,
         created=utc_now_iso(),
+        host=spec.host,
+        ssh_args=list(spec.ssh_args),
     )
-    if record.subdir in (".",) or record.subdir.startswith(".."):
-        record = msgspec.structs.replace(record, subdir="")
     _write(_record_file(paths, spec.id), record)
     return record
 
 
 def bootstrap(
-    paths: HivePaths, config: OfficeConfig, record: WorktreeRecord, notes: list[str]
+    paths: HivePaths,
+    config: OfficeConfig,
+    record: WorktreeRecord,
+    notes: list[str],
+    *,
+    run: Git | None = None,
 ) -> str | None:
-    """Run office.worktree_setup once in the worktree (a marker says it ran). Its
-    failure is returned (and returned again at every start until the person removes
-    the marker): the agent still starts."""
+    """Run office.worktree_setup once in the worktree (a marker says it ran; a remote
+    desk's runs on its host). Its failure is returned (and returned again at every start
+    until the person removes the marker): the agent still starts."""
+    run = _given(record, run)
     setup = config.office.worktree_setup
     marker = _marker_file(paths, record.agent)
     if not setup:
@@ -257,17 +512,10 @@ def bootstrap(
     with contextlib.suppress(FileNotFoundError, msgspec.DecodeError):
         ran = msgspec.json.decode(marker.read_bytes(), type=SetupMarker)
         return None if ran.ok else ran.detail
-    env = {k: v for k, v in os.environ.items() if k not in _GIT_VARS}
-    env.update(HIVE_REPO=record.repo, HIVE_WORKTREE=record.path)
+    where = run.where(record.path)
     try:
-        done = subprocess.run(
-            ["/bin/sh", "-c", setup],
-            cwd=record.path,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=SETUP_TIMEOUT_S,
-            check=False,
+        done = run.setup(
+            setup, record.path, {"HIVE_REPO": record.repo, "HIVE_WORKTREE": record.path}
         )
         failed = (
             f"exit {done.returncode}: {_tail(done.stderr or done.stdout)}"
@@ -276,13 +524,15 @@ def bootstrap(
         )
     except subprocess.TimeoutExpired:
         failed = f"still running after {SETUP_TIMEOUT_S:g} s, stopped"
-    except OSError as e:
+    except HostUnreachable:
+        raise
+    except (OSError, WorktreeError) as e:
         failed = str(e)
     detail = (
-        f"worktree_setup failed in {record.path} ({failed}); {record.agent} runs anyway. "
+        f"worktree_setup failed in {where} ({failed}); {record.agent} runs anyway. "
         f"Fix it there, then delete {marker} to have it run at the next start"
         if failed
-        else f"worktree_setup ran in {record.path}"
+        else f"worktree_setup ran in {where}"
     )
     _write(marker, SetupMarker(ok=failed is None, detail=detail, ts=utc_now_iso()))
     notes.append(detail)
@@ -295,30 +545,42 @@ def _tail(output: bytes) -> str:
 
 
 # --- diffs ------------------------------------------------------------------------------
+# Each takes the worktree's runner (`run`); without one, a local worktree's.
 
 
-def diff_base(record: WorktreeRecord) -> str:
+def diff_base(record: WorktreeRecord, *, run: Git | None = None) -> str:
     """What the agent's changes are counted from: where its branch left the base branch
     (so work already merged back does not count), or the recorded commit."""
+    run = _given(record, run)
     if record.base_branch is not None:
-        found = git(["merge-base", record.base_branch, "HEAD"], record.path, ok=(0, 1))
+        found = run(["merge-base", record.base_branch, "HEAD"], record.path, ok=(0, 1))
         if found.returncode == 0 and _out(found):
             return _out(found)
     return record.base_commit
 
 
-def untracked(folder: str) -> list[str]:
-    out = git(["ls-files", "--others", "--exclude-standard", "-z"], folder).stdout
+def untracked(folder: str, *, run: Git = LOCAL) -> list[str]:
+    out = run(["ls-files", "--others", "--exclude-standard", "-z"], folder).stdout
     return [p.decode("utf-8", "surrogateescape") for p in out.split(b"\0") if p]
 
 
-def changed_files(record: WorktreeRecord) -> list[FileStat]:
+def changed_files(record: WorktreeRecord, *, run: Git | None = None) -> list[FileStat]:
     """Every file the agent changed against its base, committed or not; untracked files
     count as new (read, never added to the index)."""
-    base = diff_base(record)
-    out = git(["diff", "--numstat", "-z", "--no-renames", "--no-ext-diff", base], record.path)
+    run = _given(record, run)
+    base = diff_base(record, run=run)
+    out = run(["diff", "--numstat", "-z", "--no-renames", "--no-ext-diff", base], record.path)
     stats = parse_numstat(out.stdout)
-    for name in untracked(record.path):
+    new = untracked(record.path, run=run)
+    if run.host is not None and new:
+        # Reading each file over ssh would be a connection each: git counts them there.
+        text = run.each(_new_file_diffs(new), record.path, ok=(0, 1))
+        stats += [
+            stat_of(msgspec.structs.replace(p, untracked=True))
+            for p in parse_patch(text.decode("utf-8", "replace"))
+        ]
+        return sorted(stats, key=lambda s: s.path)
+    for name in new:
         try:
             with open(Path(record.path) / name, "rb") as f:
                 head = f.read(UNTRACKED_READ_MAX)
@@ -328,17 +590,30 @@ def changed_files(record: WorktreeRecord) -> list[FileStat]:
     return sorted(stats, key=lambda s: s.path)
 
 
-def patch(record: WorktreeRecord, only: Iterable[str] | None = None) -> str:
+def _new_file_diffs(names: Iterable[str]) -> list[list[str]]:
+    return [
+        ["diff", "--no-color", "--no-ext-diff", "--no-index", "--", "/dev/null", name]
+        for name in names
+    ]
+
+
+def patch(
+    record: WorktreeRecord, only: Iterable[str] | None = None, *, run: Git | None = None
+) -> str:
     """The unified diff of the agent's changes (untracked files as new files)."""
+    run = _given(record, run)
     wanted = None if only is None else set(only)
-    return _patch(record, diff_base(record), untracked(record.path), wanted)
+    return _patch(record, run, diff_base(record, run=run), untracked(record.path, run=run), wanted)
 
 
-def review(record: WorktreeRecord) -> tuple[list[FileStat], list[FilePatch]]:
+def review(
+    record: WorktreeRecord, *, run: Git | None = None
+) -> tuple[list[FileStat], list[FilePatch]]:
     """The files and hunks the Diff panel shows, from one diff (the counts are the
     hunks'): each git call stats the whole worktree, so fewer calls is most of it."""
-    new = untracked(record.path)
-    patches = parse_patch(_patch(record, diff_base(record), new, None))
+    run = _given(record, run)
+    new = untracked(record.path, run=run)
+    patches = parse_patch(_patch(record, run, diff_base(record, run=run), new, None))
     if new:
         fresh = set(new)
         patches = [
@@ -357,14 +632,17 @@ class AgentReview(NamedTuple):
 
 def office_review(paths: HivePaths, config: OfficeConfig) -> list[AgentReview]:
     """Every agent with a worktree and changes against its base (the Diff panel's
-    view); an agent whose worktree git cannot read is listed with the reason."""
+    view); an agent whose worktree git cannot read (its host down, say) is listed with
+    the reason."""
     found: list[AgentReview] = []
     for spec in config.agents:
         try:
             record = read_record(paths, spec.id)
-            if record is None or not Path(record.path).is_dir():
+            if record is None:
                 continue
-            files, patches = review(record)
+            files, patches = review(record, run=runner(paths, record))
+        except NoFolder:
+            continue
         except WorktreeError as e:
             found.append(AgentReview(spec.id, "", [], [], str(e)))
             continue
@@ -373,25 +651,24 @@ def office_review(paths: HivePaths, config: OfficeConfig) -> list[AgentReview]:
     return found
 
 
-def _patch(record: WorktreeRecord, base: str, new: list[str], wanted: set[str] | None) -> str:
+def _patch(
+    record: WorktreeRecord, run: Git, base: str, new: list[str], wanted: set[str] | None
+) -> str:
     args = ["diff", "--no-color", "--no-ext-diff", "--no-renames", base]
     if wanted is not None:
         args += ["--", *sorted(wanted)]
-    parts = [git(args, record.path).stdout.decode("utf-8", "replace")] if wanted != set() else []
-    for name in new:
-        if wanted is None or name in wanted:
-            added = git(
-                ["diff", "--no-color", "--no-ext-diff", "--no-index", "--", "/dev/null", name],
-                record.path,
-                ok=(0, 1),
-            )
-            parts.append(added.stdout.decode("utf-8", "replace"))
+    parts = [run(args, record.path).stdout.decode("utf-8", "replace")] if wanted != set() else []
+    added = [name for name in new if wanted is None or name in wanted]
+    if added:
+        parts.append(
+            run.each(_new_file_diffs(added), record.path, ok=(0, 1)).decode("utf-8", "replace")
+        )
     return "".join(parts)
 
 
-def uncommitted(folder: str) -> list[str]:
+def uncommitted(folder: str, *, run: Git = LOCAL) -> list[str]:
     """Paths with uncommitted work in a worktree (untracked included, ignored not)."""
-    out = git(
+    out = run(
         ["status", "--porcelain", "-z", "--untracked-files=all", "--no-renames"], folder
     ).stdout
     return [e[3:].decode("utf-8", "surrogateescape") for e in out.split(b"\0") if len(e) > 3]
@@ -408,56 +685,61 @@ class MergePlan(NamedTuple):
     check: MergeCheck
     files: list[FileStat]  # what the merge changes in the base
     uncommitted: list[str]  # left in the worktree: only commits are merged
+    run: Git = LOCAL  # where the repository's git runs (a remote desk's host)
 
 
 def plan_merge(paths: HivePaths, agent_id: str) -> MergePlan:
     """What merging the agent's branch into its base would do; writes nothing (the
-    check is git merge-tree, which touches no worktree or ref)."""
+    check is git merge-tree, which touches no worktree or ref). A remote desk's runs on
+    its host."""
     record = record_for(paths, agent_id)
+    run = runner(paths, record)
+    repo = run.where(record.repo)
     if record.base_branch is None:
         raise WorktreeError(
             f"{agent_id}'s worktree was made from a detached HEAD, so there is no base "
             f"branch to merge into; merge {record.branch} yourself with git"
         )
     base_ref = f"refs/heads/{record.base_branch}"
-    found = git(["rev-parse", "--verify", "-q", base_ref], record.repo, ok=(0, 1))
+    found = run(["rev-parse", "--verify", "-q", base_ref], record.repo, ok=(0, 1))
     if found.returncode:
-        raise WorktreeError(
-            f"the base branch {record.base_branch} no longer exists in {record.repo}"
-        )
+        raise WorktreeError(f"the base branch {record.base_branch} no longer exists in {repo}")
     base_head = _out(found)
-    head = _out(git(["rev-parse", "--verify", f"refs/heads/{record.branch}"], record.repo))
-    ahead = int(_out(git(["rev-list", "--count", f"{base_head}..{head}"], record.repo)))
-    done = git(
+    head = _out(run(["rev-parse", "--verify", f"refs/heads/{record.branch}"], record.repo))
+    ahead = int(_out(run(["rev-list", "--count", f"{base_head}..{head}"], record.repo)))
+    done = run(
         ["merge-tree", "--write-tree", "--name-only", "--no-messages", base_head, head],
         record.repo,
         ok=(0, 1),
     )
     check = parse_merge_tree(done.stdout, done.returncode)
-    numstat = git(["diff", "--numstat", "-z", "--no-renames", base_head, check.tree], record.repo)
+    numstat = run(["diff", "--numstat", "-z", "--no-renames", base_head, check.tree], record.repo)
     files = parse_numstat(numstat.stdout) if check.clean else []
-    left = uncommitted(record.path) if Path(record.path).is_dir() else []
-    return MergePlan(record, base_head, head, ahead, check, files, left)
+    try:
+        left = uncommitted(record.path, run=run)
+    except NoFolder:
+        left = []
+    return MergePlan(record, base_head, head, ahead, check, files, left, run)
 
 
 def apply_merge(plan: MergePlan) -> str:
     """Merge a clean plan into the base branch: in the folder that has it checked out
     (git merge, which refuses rather than overwrite local changes there), or, checked
     out nowhere, by moving the ref only if it has not moved since the plan."""
-    record = plan.record
+    record, run = plan.record, plan.run
     base = record.base_branch
     assert base is not None and plan.check.clean
-    listed = git(["worktree", "list", "--porcelain", "-z"], record.repo).stdout
+    listed = run(["worktree", "list", "--porcelain", "-z"], record.repo).stdout
     folder = parse_worktree_list(listed).get(base)
     if folder is not None:
-        now = _out(git(["rev-parse", "--verify", f"refs/heads/{base}"], folder))
+        now = _out(run(["rev-parse", "--verify", f"refs/heads/{base}"], folder))
         if now != plan.base_head:
             raise WorktreeError(f"{base} moved while the merge was being checked; run it again")
-        git(["merge", "--no-edit", plan.head], folder)
-        where = f"in {folder}"
+        run(["merge", "--no-edit", plan.head], folder)
+        where = f"in {run.where(folder)}"
     else:
         ref = f"refs/heads/{base}"
-        is_ff = git(
+        is_ff = run(
             ["merge-base", "--is-ancestor", plan.base_head, plan.head], record.repo, ok=(0, 1)
         )
         if is_ff.returncode == 0:
@@ -465,7 +747,7 @@ def apply_merge(plan: MergePlan) -> str:
         else:
             message = f"Merge branch '{record.branch}' into {base}"
             new = _out(
-                git(
+                run(
                     [
                         "commit-tree",
                         plan.check.tree,
@@ -479,7 +761,7 @@ def apply_merge(plan: MergePlan) -> str:
                     record.repo,
                 )
             )
-        git(
+        run(
             ["update-ref", "-m", f"hive-office merge {record.agent}", ref, new, plan.base_head],
             record.repo,
         )
@@ -496,20 +778,23 @@ def remove(paths: HivePaths, agent_id: str) -> str:
     """Remove the agent's worktree folder; its branch stays. Refused while it holds
     uncommitted work."""
     record = record_for(paths, agent_id)
-    if not Path(record.path).is_dir():
+    run = runner(paths, record)
+    try:
+        left = uncommitted(record.path, run=run)
+    except NoFolder:
         raise WorktreeError(
-            f"{agent_id}'s worktree {record.path} is already gone; its branch {record.branch} stays"
-        )
-    left = uncommitted(record.path)
+            f"{agent_id}'s worktree {run.where(record.path)} is already gone; its branch "
+            f"{record.branch} stays"
+        ) from None
     if left:
         shown = ", ".join(left[:5]) + (f" and {len(left) - 5} more" if len(left) > 5 else "")
         raise WorktreeError(
             f"{agent_id}'s worktree has uncommitted work ({shown}); commit it there (or "
             "move it away) and try again. Nothing was removed"
         )
-    git(["worktree", "remove", record.path], record.repo)
+    run(["worktree", "remove", record.path], record.repo)
     _marker_file(paths, agent_id).unlink(missing_ok=True)
-    return f"removed {record.path}; the branch {record.branch} stays."
+    return f"removed {run.where(record.path)}; the branch {record.branch} stays."
 
 
 # --- the office's side ------------------------------------------------------------------
@@ -550,9 +835,14 @@ class WorktreeKeeper:
         self._said: set[str] = set()
 
     async def workplace(self, spec: AgentSpec) -> Path | None:
-        """Where the agent's CLI starts (None: its roster cwd)."""
+        """Where the agent's CLI starts (None: its roster cwd); a remote desk's is a
+        folder on its host. Raises LinkFailed when that host cannot be reached (the
+        supervisor's link-down path then retries the whole start)."""
         loop = asyncio.get_running_loop()
-        placed = await loop.run_in_executor(None, place, self.paths, self.config, spec)
+        try:
+            placed = await loop.run_in_executor(None, place, self.paths, self.config, spec)
+        except HostUnreachable as e:
+            raise LinkFailed(e.reason) from None
         for note in placed.notes:
             if note not in self._said:
                 self._said.add(note)
@@ -585,9 +875,12 @@ class WorktreeKeeper:
         for spec in self.config.agents:
             try:
                 record = read_record(self.paths, spec.id)
-                if record is None or spec.archived or not Path(record.path).is_dir():
+                if record is None or spec.archived:
                     continue
-                changes[spec.id] = [s.path for s in changed_files(record)]
+                run = runner(self.paths, record)
+                changes[spec.id] = [s.path for s in changed_files(record, run=run)]
+            except NoFolder:
+                continue
             except WorktreeError as e:
                 # One unreadable worktree does not keep the others from being compared.
                 if str(e) not in self._said:

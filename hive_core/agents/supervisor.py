@@ -151,12 +151,16 @@ class Supervisor:
             self.log(agent_id, f"cannot start: {state.missing}")
             return False
         spec = state.spec
-        # A remote desk's worktree lives on its host: the workplace seam does not place
-        # it yet (it starts in its roster cwd there).
-        if self.workplace is not None and spec.host is None:
+        # A remote desk's worktree lives on its host (`where` is a folder there); a host
+        # that cannot be reached is a link down like a failed prepare: starting in the
+        # roster cwd would put the agent in the person's own checkout.
+        if self.workplace is not None:
             self._starting.add(agent_id)
             try:
                 where = await self.workplace(spec)
+            except LinkFailed as exc:
+                self._link_down(agent_id, str(exc))
+                return False
             finally:
                 self._starting.discard(agent_id)
             if where is not None:

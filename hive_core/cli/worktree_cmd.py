@@ -24,6 +24,7 @@ from hive_core.worktrees import (
     plan_merge,
     record_for,
     remove,
+    runner,
 )
 
 MERGE_HELP = """Merge AGENT's branch into the branch its worktree was made from.
@@ -31,7 +32,7 @@ MERGE_HELP = """Merge AGENT's branch into the branch its worktree was made from.
 Only commits are merged: uncommitted work in the agent's worktree is named and left
 there. What will change is shown first and you are asked (--yes skips the question).
 A merge that would conflict changes nothing: the conflicting files are listed and
-mailed to the manager."""
+mailed to the manager. A remote desk's branch is merged on its host, over ssh."""
 
 
 def _fail(message: str) -> NoReturn:
@@ -77,7 +78,7 @@ def _uncommitted(plan: MergePlan) -> str:
     shown = ", ".join(left[:5]) + (f" and {len(left) - 5} more" if len(left) > 5 else "")
     return (
         f"Not merged: {len(left)} uncommitted file{'s' if len(left) != 1 else ''} in "
-        f"{plan.record.path} ({shown}); commit them there to include them."
+        f"{plan.run.where(plan.record.path)} ({shown}); commit them there to include them."
     )
 
 
@@ -141,11 +142,17 @@ def _mail_manager(paths: HivePaths, config: OfficeConfig) -> Callable[[str, str]
 @click.argument("agent")
 @click.pass_context
 def diff_command(ctx: click.Context, home: str | None, stat: bool, agent: str) -> None:
-    """AGENT's changes against its base: committed, uncommitted and untracked (as new)."""
+    """AGENT's changes against its base: committed, uncommitted and untracked (as new).
+    A remote desk's worktree is read on its host, over ssh."""
     paths, _config = _office(home or ctx.obj["home"])
     try:
         record = record_for(paths, agent)
-        click.echo(render_stat(changed_files(record)) if stat else patch(record), nl=stat)
+        # A remote desk's worktree is read on its host, through its desk's connection.
+        run = runner(paths, record)
+        click.echo(
+            render_stat(changed_files(record, run=run)) if stat else patch(record, run=run),
+            nl=stat,
+        )
     except WorktreeError as e:
         _fail(str(e))
 

@@ -3,19 +3,32 @@ into structs (the numbers here come from real git runs of tests/e2e/test_worktre
 
 from __future__ import annotations
 
+import shlex
+
+import msgspec
 import pytest
 
+from hive_core.remote.plan import rdir_relative
 from hive_core.schema import AgentSpec
 from hive_core.worktree_plan import (
+    NO_FOLDER_EXIT,
     FileStat,
     Overlap,
+    WorktreeRecord,
     branch_name,
     overlap_text,
     overlaps,
     parse_merge_tree,
     parse_numstat,
     parse_patch,
+    parse_top_prefix,
     parse_worktree_list,
+    remote_each_script,
+    remote_git_script,
+    remote_home_script,
+    remote_setup_script,
+    remote_worktree_relative,
+    unreachable_text,
     untracked_stat,
     wants_worktree,
 )
@@ -132,3 +145,71 @@ def test_each_reader_is_told_the_file_and_the_other_agent() -> None:
     assert subject == "jim is also changing a.txt"
     subject, body = overlap_text("jim", "pam", ["a.txt", "b.txt"], "michael")
     assert subject == "jim and pam both change 2 files" and "a.txt, b.txt" in body
+
+
+# --- a remote desk's worktree ----------------------------------------------------------
+
+
+def test_a_remote_worktree_sits_beside_the_desks_folders_under_the_office_key() -> None:
+    assert remote_worktree_relative("ab12cd34", "pam") == ".hive-office/ab12cd34/worktrees/pam"
+    # Not inside any desk's private folder (which prepare empties of sockets and secrets).
+    assert not remote_worktree_relative("k", "pam").startswith(rdir_relative("k", "pam") + "/")
+
+
+def test_a_remote_git_command_cds_quotes_every_word_and_says_a_missing_folder() -> None:
+    script = remote_git_script("/srv/my repo", ["commit", "-m", "it's $HOME; rm -rf /"])
+    cd, rest = script.split(" || ", 1)
+    assert shlex.split(cd) == ["cd", "/srv/my repo"]
+    assert rest.startswith(f"exit {NO_FOLDER_EXIT}; unset GIT_DIR GIT_WORK_TREE ")
+    command = rest.split("; exec ", 1)[1]
+    assert shlex.split(command) == [
+        "env",
+        "LC_ALL=C",
+        "git",
+        "-c",
+        "core.quotepath=off",
+        "commit",
+        "-m",
+        "it's $HOME; rm -rf /",
+    ]
+    # `~/` is the host's home, expanded there.
+    assert remote_git_script("~/src/app", ["status"]).startswith('cd "$HOME"/src/app || ')
+
+
+def test_several_git_commands_share_one_connection_and_stop_at_the_first_failure() -> None:
+    script = remote_each_script("/r", [["diff", "a b"], ["diff", "c"]], (0, 1))
+    steps = script.split("export LC_ALL; ", 1)[1].split("; git ")
+    assert len(steps) == 2
+    assert "'a b'; c=$?; case $c in 0|1) ;; *) exit $c;; esac" in steps[0]
+    assert steps[1].startswith("-c core.quotepath=off diff c; c=$?")
+
+
+def test_setup_and_home_scripts_for_the_host() -> None:
+    setup = remote_setup_script("/w/pam", "cp $HIVE_REPO/.env .", {"HIVE_REPO": "/r x"})
+    assert setup.endswith("exec env 'HIVE_REPO=/r x' /bin/sh -c 'cp $HIVE_REPO/.env .' </dev/null")
+    home = remote_home_script("ab12cd34")
+    assert home.startswith('umask 077 && mkdir -p "$HOME"/.hive-office/ab12cd34/worktrees && ')
+    assert home.endswith('"$HOME"')
+
+
+def test_the_repository_top_and_the_folder_in_it() -> None:
+    assert parse_top_prefix(b"/srv/repo\nsrc/app/\n") == ("/srv/repo", "src/app")
+    assert parse_top_prefix(b"/srv/repo\n\n") == ("/srv/repo", "")
+    with pytest.raises(ValueError):
+        parse_top_prefix(b"")
+
+
+def test_an_unreachable_host_is_one_sentence() -> None:
+    text = unreachable_text("box", "ssh: connect to host box port 22: Connection refused.")
+    assert text == (
+        "cannot reach box: ssh: connect to host box port 22: Connection refused; "
+        "the office retries when the desk reconnects"
+    )
+
+
+def test_records_made_before_remote_desks_read_as_local() -> None:
+    old = b'{"agent":"jim","repo":"/r","path":"/w","branch":"b","base_branch":"main","base_commit":"c"}'
+    record = msgspec.json.decode(old, type=WorktreeRecord)
+    assert record.host is None and record.ssh_args == []
+    remote = msgspec.structs.replace(record, host="box", ssh_args=["-p", "2222"])
+    assert msgspec.json.decode(msgspec.json.encode(remote), type=WorktreeRecord) == remote
