@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import posixpath
 import re
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -43,6 +44,13 @@ REASON_MAX = 200
 _TTL_RE = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 _MAGIC = re.compile(r"[*?[]")
 OUTSIDE = "/"  # the repository of a path that is in none
+
+
+def on_host(host: str, path: str) -> tuple[str, str]:
+    """Where a remote desk's file is: `host:` and its absolute path there. The office
+    cannot look into the host's repositories, so its leases are by path on that host
+    (desks there conflict on the same file; local leases never meet them)."""
+    return f"{host}:", posixpath.normpath(path).lstrip("/") or "*"
 
 
 class Lease(msgspec.Struct, kw_only=True):
@@ -129,7 +137,11 @@ def overlap(a: str, b: str) -> bool:
 
 def shown(repo: str, path: str) -> str:
     """A leased path and its repository, as a person reads them."""
-    return "/" + path if repo == OUTSIDE else f"{path} in {repo.removesuffix('/.git')}"
+    if repo == OUTSIDE:
+        return "/" + path
+    if repo.endswith(":"):
+        return f"{repo}/{path}"
+    return f"{path} in {repo.removesuffix('/.git')}"
 
 
 def refusal(lease: Lease) -> str:

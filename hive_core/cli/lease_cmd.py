@@ -10,6 +10,7 @@ watcher sees leases.json change and the committer versions it like the board.
 from __future__ import annotations
 
 import os
+import posixpath
 import time
 
 import click
@@ -17,7 +18,15 @@ import msgspec
 
 from hive_core import leases, tasks
 from hive_core.caller import Caller
-from hive_core.cli.common import BadUsage, HiveError, click_home, home_option, open_caller
+from hive_core.cli.common import (
+    RELAYED_ENV,
+    BadUsage,
+    HiveError,
+    click_home,
+    home_option,
+    open_caller,
+    relayed,
+)
 from hive_core.cli.render import clean
 from hive_core.leases import Lease
 from hive_core.schema import HUMAN
@@ -29,9 +38,23 @@ _VERBS = ("list", "break")
 def _places(raw: tuple[str, ...]) -> list[tuple[str, str]]:
     if not raw:
         raise BadUsage("name the files to lease: `hive lease PATH...` (a file, folder or 'glob').")
+    if relayed():
+        # A remote desk's files are on its host, named from its cwd there.
+        host = _remote_host()
+        cwd = os.environ[RELAYED_ENV]
+        return [leases.on_host(host, posixpath.join(cwd, p)) for p in raw]
     finder = leases.Repositories()
     cwd = os.getcwd()
     return [finder.place(leases.resolve_pattern(p, cwd)) for p in raw]
+
+
+def _remote_host() -> str:
+    """The host of the desk this relayed verb runs for (office.toml's, read here)."""
+    caller = open_caller(click_home())
+    spec = next((a for a in caller.config.agents if a.id == caller.who), None)
+    if spec is None or spec.host is None:
+        raise HiveError(f"{caller.who} has no host in office.toml any more; try again.")
+    return spec.host
 
 
 def _done(caller: Caller) -> frozenset[str]:

@@ -19,7 +19,7 @@ from typing import Any
 from hive_core.agents.provider import CanonicalEvent, HookDecision
 from hive_core.ci_logs import rewrite_command
 from hive_core.events.shellwords import Simple, commands, program
-from hive_core.leases import Lease, holder_of, refusal
+from hive_core.leases import Lease, holder_of, on_host, refusal
 from hive_core.paths import HivePaths, Place
 from hive_core.routing.marks import caution
 from hive_core.schema import Status
@@ -124,6 +124,7 @@ class AgentView:
     announced: AbstractSet[str] = frozenset()
     typed_ago: float | None = None  # seconds since the person last typed in its pane
     memory: str = ""  # its memory.md index, given to it when a session starts
+    host: str | None = None  # a remote desk's host: its paths are on that machine
 
 
 @dataclass(frozen=True)
@@ -424,7 +425,8 @@ def _write_refusal(path: Path, agent: AgentView, office: OfficeFacts) -> str | N
     if not office.leases or office.repo_place is None:
         return None
     # An agent's worktree is in the home (home_other): a file there may be leased.
-    lease = holder_of(office.leases, *office.repo_place(str(path)), agent.id)
+    where = on_host(agent.host, str(path)) if agent.host else office.repo_place(str(path))
+    lease = holder_of(office.leases, *where, agent.id)
     return None if lease is None else refusal(lease)
 
 

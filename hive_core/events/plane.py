@@ -117,6 +117,7 @@ class EventPlane:
             announced=state.announced,
             typed_ago=state.typed_ago(),
             memory=self._memory_of(agent_id) if event.name == "SessionStart" else "",
+            host=state.spec.host,
         )
         facts = self.facts
         if event.name == "PreToolUse" and (held := self.leases.live(time.time())):

@@ -144,6 +144,20 @@ def test_a_shell_desk_on_another_host_sends_reads_and_proves_who_it_is(
         assert [m["subject"] for m in jim] == ["jim here"]
         assert [m["subject"] for m in unread(office, "michael", "pam")] == ["from the host"]
 
+        # Leases name files on the host, from the desk's cwd there: pam holds shared.txt,
+        # jim (same host, same folder) is refused it, and sees who holds it.
+        shell(
+            office, "pam", 'hive lease shared.txt > lease.txt 2>&1; echo "exit $? END" >> lease.txt'
+        )
+        assert f"leased hive-remote:{work}/shared.txt" in wrote(work / "lease.txt")
+        shell(
+            office,
+            "jim",
+            'hive lease shared.txt > lease2.txt 2>&1; echo "exit $? END" >> lease2.txt',
+        )
+        refused = wrote(work / "lease2.txt")
+        assert "exit 1" in refused and "pam" in refused, refused
+
 
 def test_a_dropped_link_shows_disconnected_reconnects_and_loses_no_mail(
     tmp_path: Path, host: SshHost, work: Path
