@@ -99,6 +99,9 @@ class Supervisor:
         self.links: dict[str, LinkDown] = {}
         self._reconnects: dict[str, asyncio.Task[object]] = {}
         self._told_hosts: set[str] = set()
+        self._tails: dict[str, bytes] = {}
+        # CLIs the office itself is stopping: their exit is no failure and no drop.
+        self._ending: set[str] = set()
 
     def _background(self, coro: Coroutine[object, object, object]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -253,8 +256,18 @@ class Supervisor:
         for agent_id in list(self._reconnects):
             self.cancel_reconnect(agent_id)
         await asyncio.gather(
-            *(s.terminate() for s in self.sessions.values()), return_exceptions=True
+            *(self.terminate(a) for a in list(self.sessions)), return_exceptions=True
         )
+
+    async def terminate(self, agent_id: str) -> None:
+        """The office stops this CLI (its own stop, an archive): an end, not a failure;
+        for a remote desk, not a dropped link (ssh exits 255 on the SIGTERM too)."""
+        session = self.sessions.get(agent_id)
+        if session is None:
+            return
+        self.cancel_reconnect(agent_id)
+        self._ending.add(agent_id)
+        await session.terminate()
 
     def write(self, agent_id: str, data: bytes) -> None:
         session = self.sessions.get(agent_id)
@@ -290,6 +303,10 @@ class Supervisor:
 
     def _output(self, agent_id: str, data: bytes) -> None:
         self.last_output[agent_id] = time.monotonic()
+        if self.states[agent_id].spec.host:
+            # ssh says why a link broke on the terminal: keep the end to find it.
+            tail = self._tails.get(agent_id, b"") + data
+            self._tails[agent_id] = tail[-plan.TAIL_BYTES :]
         # ssh's own messages go to its -E log: output is the host speaking, the link is up.
         if agent_id in self.links:
             self._link_up(agent_id)
@@ -302,13 +319,24 @@ class Supervisor:
         self._background(self.sessions[agent_id].terminate())
         how = f"exit {code}" if code is not None else f"signal {sig}"
         self.log(agent_id, f"exited ({how})")
+        if agent_id in self._ending:
+            self._ending.discard(agent_id)
+            self.links.pop(agent_id, None)
+            with self.states.edit(agent_id):
+                state.pid = None
+                state.exit_status = code if code is not None else (-sig if sig else None)
+                if state.status != "archived":
+                    state.status = "exited"
+            return
         if state.spec.host and code == plan.SSH_FAILED:
             # The link failed, not the CLI: no "could not start", but a reconnect.
             with self.states.edit(agent_id):
                 state.pid = None
                 state.exit_status = code
+            said = plan.tail_reason(self._tails.pop(agent_id, b""))
             self._link_down(
-                agent_id, remote_log_reason(self.paths, agent_id, "the ssh connection ended")
+                agent_id,
+                remote_log_reason(self.paths, agent_id, said or "the ssh connection ended"),
             )
             return
         lived = time.monotonic() - self._started_at.get(agent_id, 0)

@@ -102,9 +102,7 @@ class PersonActions:
 
     async def archive(self, agent_id: str) -> None:
         """Take an agent off the floor: its CLI stops, mail to it bounces to the manager."""
-        session = self.supervisor.sessions.get(agent_id)
-        if session is not None:
-            await session.terminate()
+        await self.supervisor.terminate(agent_id)
         with self.states.edit(agent_id) as state:
             state.status = "archived"
         self._refloor()

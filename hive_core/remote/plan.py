@@ -10,6 +10,7 @@ forwarded sockets), the files the launch names under the office home shipped int
 from __future__ import annotations
 
 import hashlib
+import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -220,6 +221,26 @@ def link_reason(log_text: str, fallback: str) -> str:
         if line and not line.startswith(("Warning: Permanently added", "debug")):
             return line[:300]
     return fallback
+
+
+# What ssh itself says on the terminal when a link breaks (these go to the tty, not to
+# the -E log): "Connection to H closed by remote host.", "client_loop: send disconnect:
+# Broken pipe", "Timeout, server H not responding.".
+_LINK_WORDS = ("Connection to ", "client_loop:", "Timeout, server ", "Connection reset")
+_CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|[\x00-\x08\x0b-\x1f\x7f]")
+TAIL_BYTES = 512  # how much of a remote desk's last output is kept to find that line
+
+
+def tail_reason(tail: bytes) -> str | None:
+    """ssh's own line about a broken link at the end of the desk's output, if any."""
+    text = tail.decode(errors="replace")
+    for line in reversed(re.split(r"[\r\n]+", text)):
+        line = _CONTROL.sub("", line)
+        # From ssh's own words on: the shell's prompt may share the line.
+        at = min((line.find(w) for w in _LINK_WORDS if w in line), default=-1)
+        if at >= 0:
+            return line[at:].strip()[:300]
+    return None
 
 
 @dataclass(frozen=True)

@@ -233,3 +233,12 @@ def test_a_remote_desk_s_prompt_names_no_office_path_and_points_at_hive() -> Non
     assert str(HOME) in local
     assert str(HOME) not in remote
     assert "You run on gpu1" in remote and "hive memory search" in remote
+
+
+def test_ssh_s_own_line_about_a_broken_link_is_found_at_the_end_of_the_output() -> None:
+    tail = b"\x1b[?25lwork...\r\n\x1b[?2004hbash-5.2# Connection to 127.0.0.1 closed by remote host.\r\r\n"
+    assert plan.tail_reason(tail) == "Connection to 127.0.0.1 closed by remote host."
+    assert plan.tail_reason(b"client_loop: send disconnect: Broken pipe\r\n") == (
+        "client_loop: send disconnect: Broken pipe"
+    )
+    assert plan.tail_reason(b"just the program's own output\r\n") is None
