@@ -189,3 +189,35 @@ def test_a_dropped_link_shows_disconnected_reconnects_and_loses_no_mail(
         shell(office, "pam", "hive inbox > inbox.txt 2>&1; echo END >> inbox.txt")
         listing = wrote(work / "inbox.txt")
         assert listing.count("while down") == 1, listing
+
+
+def test_a_host_that_stays_down_is_told_to_the_manager_once(
+    tmp_path: Path, host: SshHost, work: Path
+) -> None:
+    # pam's host refuses every connection (nothing listens on port 1): it never starts.
+    down = roster(host, work).replace(
+        f"ssh_args = {json.dumps(host.ssh_args)}",
+        f"ssh_args = {json.dumps([*host.ssh_args, '-p', '1'])}",
+        1,
+    )
+    with served(tmp_path / "office", roster=down) as office:
+
+        def drops() -> list[str]:
+            return [d for d in office.agent_log("pam") if d.startswith("link to hive-remote down")]
+
+        # Attempts 1, 2 and 3 (1 s, then 2 s apart): the manager hears of it ...
+        told = wait_for(
+            lambda: [
+                m for m in unread(office, "michael", "router") if "unreachable" in m["subject"]
+            ],
+            "the manager's notice",
+        )
+        assert told[0]["subject"] == "hive-remote is unreachable"
+        assert "pam" in told[0]["body"] and "Connection refused" in told[0]["body"]
+        assert status(office, "pam") == "disconnected" and not office.starts("pam")
+        # ... once: the fourth failure (4 s later) tells nobody again.
+        wait_for(lambda: len(drops()) >= 4, "a fourth attempt")
+        notices = [m for m in unread(office, "michael", "router") if "unreachable" in m["subject"]]
+        assert len(notices) == 1, notices
+        why = office.run("hive-office", "why", "--home", str(office.home), "pam")
+        assert "Connection refused" in why.stdout and "reconnect" in why.stdout, why.stdout
