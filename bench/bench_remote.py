@@ -30,7 +30,7 @@ paths are readable here. The host's `hive` and `cth-hook` are this venv's (remot
            (bench_route.py idle).
 
 --quick (bench/run_all): 20 rounds, 10 desks over 2 sshd, 10 s idle.
-The remote folders made under $HOME/.hive-office/ (one per office, named by
+The remote folders made under $HOME/.hive-remote/ (one per office, named by
 hive_core/remote/plan.office_key) are removed afterwards; no other is touched.
 """
 
@@ -118,7 +118,7 @@ def office_up(home: Path, text: str, agents: list[str], timeout: float) -> Itera
     """A served office with every desk running; stopped, and its folders on the host
     removed, afterwards."""
     office = ServedOffice(home, roster=text)
-    remote_dirs = Path.home() / ".hive-office" / plan.office_key(office.home)
+    remote_dirs = Path.home() / plan.REMOTE_ROOT / plan.office_key(office.home)
     started = time.monotonic()
     office.start()
     try:

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import msgspec
 
+from hive_core.remote.plan import remote_worktree_relative
 from hive_core.remote.ssh import remote_path_word
 from hive_core.schema import AgentSpec
 
@@ -251,12 +252,6 @@ GIT_VARS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT
 # The remote command's own exit when its folder is missing (git never exits 97; ssh's
 # own failure is 255).
 NO_FOLDER_EXIT = 97
-
-
-def remote_worktree_relative(key: str, agent_id: str) -> str:
-    """A remote desk's worktree, relative to its host's $HOME: beside the desks' private
-    folders (remote/plan.rdir_relative), under the office's key."""
-    return f".hive-office/{key}/worktrees/{agent_id}"
 
 
 def _remote_cd(cwd: str) -> str:

@@ -28,6 +28,7 @@ from hive_core.ids import new_message_id, utc_now_iso
 from hive_core.paths import HivePaths
 from hive_core.remote import plan as remote_plan
 from hive_core.remote.launch import LinkFailed
+from hive_core.remote.plan import remote_worktree_relative
 from hive_core.remote.ssh import remote_path_word, ssh_argv
 from hive_core.routing.decide import router_notice
 from hive_core.schema import AgentSpec, Message, OfficeConfig
@@ -53,7 +54,6 @@ from hive_core.worktree_plan import (
     remote_git_script,
     remote_home_script,
     remote_setup_script,
-    remote_worktree_relative,
     stat_of,
     unreachable_text,
     untracked_stat,

@@ -24,10 +24,17 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
+from hive_core.remote import plan
 from tests.support import wait_for
 
 SSHD = "/usr/sbin/sshd"
 ALIAS = "hive-remote"
+
+
+def forget_on_host(home: Path) -> None:
+    """Remove what the office of `home` left on "the host" (this machine, whose $HOME
+    is the test host's): its desks' private folders and worktrees, nothing else."""
+    shutil.rmtree(Path.home() / plan.REMOTE_ROOT / plan.office_key(home), ignore_errors=True)
 
 
 def sshd_binary() -> str | None:

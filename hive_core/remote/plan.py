@@ -45,9 +45,20 @@ def office_key(home: Path) -> str:
     return hashlib.sha256(str(home).encode()).hexdigest()[:8]
 
 
+# Everything the office keeps on a host, under the host's $HOME: not ~/.hive-office,
+# which may be an office of that host's own. Desks and worktrees have folders of their
+# own, so no agent id can name the other.
+REMOTE_ROOT = ".hive-remote"
+
+
 def rdir_relative(key: str, agent_id: str) -> str:
     """The desk's private folder on the host, relative to the remote $HOME."""
-    return f".hive-office/{key}/{agent_id}"
+    return f"{REMOTE_ROOT}/{key}/desks/{agent_id}"
+
+
+def remote_worktree_relative(key: str, agent_id: str) -> str:
+    """A remote desk's worktree, relative to its host's $HOME."""
+    return f"{REMOTE_ROOT}/{key}/worktrees/{agent_id}"
 
 
 def rdir_of(remote_home: str, key: str, agent_id: str) -> str:

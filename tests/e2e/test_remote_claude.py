@@ -24,7 +24,7 @@ import pytest
 
 from hive_core.demo.scripted_model import bash, has_tool_result, turn, user_says
 from tests.claude_office import API_KEY, BIN, CLAUDE, ClaudeOffice, make_claude_office
-from tests.sshd_support import SshHost, running_sshd
+from tests.sshd_support import SshHost, forget_on_host, running_sshd
 from tests.support import wait_for
 
 pytestmark = [
@@ -37,6 +37,7 @@ pytestmark = [
 def host(short_tmp: Path) -> Iterator[SshHost]:
     with running_sshd(short_tmp / "sshd") as h:
         yield h
+    forget_on_host(short_tmp / "home")
 
 
 def remote_jim(office: ClaudeOffice, host: SshHost) -> None:

@@ -20,7 +20,7 @@ import pytest
 from hive_core.mail import message_names
 from hive_core.remote import plan
 from tests.serve_support import ServedOffice, served
-from tests.sshd_support import SshHost, running_sshd
+from tests.sshd_support import SshHost, forget_on_host, running_sshd
 from tests.support import wait_for
 
 DESK = """
@@ -54,6 +54,7 @@ def roster(host: SshHost, work: Path) -> str:
 def host(tmp_path: Path) -> Iterator[SshHost]:
     with running_sshd(tmp_path / "sshd") as h:
         yield h
+    forget_on_host(tmp_path / "office")
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@ sshd on 127.0.0.1 (the host is this machine, so a repository under the test's fo
 "on the host", and the worktree under the host's $HOME is this user's).
 
 pam runs on the host with its roster cwd in a repository there: it starts in its own
-worktree under <remote $HOME>/.hive-office/<office key>/worktrees/pam, made and set up
+worktree under <remote $HOME>/.hive-remote/<office key>/worktrees/pam, made and set up
 there; `hive-office diff` and `merge` run git there through ssh; jim, a local desk on the
 same repository, and pam are warned of a file both change; a host that cannot be reached
 is a sentence, never a crash, and the overlap check skips it.
@@ -25,8 +25,9 @@ from hive_core.config import load_office
 from hive_core.mail import message_names
 from hive_core.paths import HivePaths
 from hive_core.remote import plan
+from hive_core.remote.plan import REMOTE_ROOT, remote_worktree_relative
 from hive_core.schema import AgentSpec, Message
-from hive_core.worktree_plan import branch_name, remote_worktree_relative
+from hive_core.worktree_plan import branch_name
 from hive_core.worktrees import NoFolder, RemoteGit, WorktreeKeeper, read_record
 from tests.serve_support import ServedOffice, served
 from tests.sshd_support import SshHost, running_sshd
@@ -115,7 +116,7 @@ def test_a_remote_desk_works_diffs_and_merges_in_a_worktree_on_its_host(
         said = host.run("printf '%s' \"$HOME\"")
         assert said.returncode == 0, said.stderr
         key = plan.office_key(home)
-        remote_home.append(Path(said.stdout) / ".hive-office" / key)
+        remote_home.append(Path(said.stdout) / REMOTE_ROOT / key)
         worktree = f"{said.stdout}/{remote_worktree_relative(key, 'pam')}"
         with served(home, roster=roster(host, repo)) as office:
             wait_for(partial(running, office, "pam"), "pam's remote desk")
@@ -207,7 +208,7 @@ def test_a_host_down_at_the_start_is_a_link_down_never_a_start_in_the_checkout(
     with running_sshd(root / "sshd") as host:
         said = host.run("printf '%s' \"$HOME\"")
         key = plan.office_key(home)
-        remote_home.append(Path(said.stdout) / ".hive-office" / key)
+        remote_home.append(Path(said.stdout) / REMOTE_ROOT / key)
         # sshd takes no new connection: the worktree cannot be made on the host (ssh
         # gives up after its ConnectTimeout), so pam is not started at all ...
         host.pause()

@@ -15,7 +15,7 @@ from hive_core.agents.supervisor import Supervisor
 from hive_core.config import load_office
 from hive_core.hive import init_office
 from hive_core.paths import HivePaths
-from tests.sshd_support import running_sshd
+from tests.sshd_support import forget_on_host, running_sshd
 
 ROSTER = """[office]
 manager = "pam"
@@ -89,4 +89,7 @@ def test_typing_and_a_resize_reach_the_program_on_the_host(short_tmp: Path) -> N
             # The office's own stop is no dropped link: nothing to reconnect.
             assert "pam" not in sup.links
 
-        asyncio.run(scene())
+        try:
+            asyncio.run(scene())
+        finally:
+            forget_on_host(home)

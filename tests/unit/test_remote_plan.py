@@ -18,7 +18,7 @@ from hive_core.status import LinkDown, Signals, explain
 from hive_core.wake import DISCONNECTED, WakeMemory, WakeView, decide_wake
 
 HOME = Path("/srv/office")
-RDIR = "/home/u/.hive-office/abcd1234/jim"
+RDIR = "/home/u/.hive-remote/abcd1234/desks/jim"
 
 
 def test_office_key_is_the_home_digest() -> None:
@@ -30,10 +30,10 @@ def test_office_key_is_the_home_digest() -> None:
 def test_prepare_is_private_removes_stale_sockets_and_prints_home() -> None:
     command = plan.prepare_command("abcd1234", "jim")
     assert command.startswith("umask 077 && mkdir -p ")
-    assert '"$HOME"/.hive-office/abcd1234/jim/hook.sock' in command
-    assert '"$HOME"/.hive-office/abcd1234/jim/control.sock' in command
+    assert '"$HOME"/.hive-remote/abcd1234/desks/jim/hook.sock' in command
+    assert '"$HOME"/.hive-remote/abcd1234/desks/jim/control.sock' in command
     # The secret arrives on stdin into a file of the private folder, never in an argv.
-    assert 'cat > "$HOME"/.hive-office/abcd1234/jim/secret' in command
+    assert 'cat > "$HOME"/.hive-remote/abcd1234/desks/jim/secret' in command
     assert command.endswith("printf '%s\\n' \"$HOME\"")
 
 

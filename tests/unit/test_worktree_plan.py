@@ -8,7 +8,7 @@ import shlex
 import msgspec
 import pytest
 
-from hive_core.remote.plan import rdir_relative
+from hive_core.remote.plan import rdir_relative, remote_worktree_relative
 from hive_core.schema import AgentSpec
 from hive_core.worktree_plan import (
     NO_FOLDER_EXIT,
@@ -27,7 +27,6 @@ from hive_core.worktree_plan import (
     remote_git_script,
     remote_home_script,
     remote_setup_script,
-    remote_worktree_relative,
     unreachable_text,
     untracked_stat,
     wants_worktree,
@@ -151,9 +150,11 @@ def test_each_reader_is_told_the_file_and_the_other_agent() -> None:
 
 
 def test_a_remote_worktree_sits_beside_the_desks_folders_under_the_office_key() -> None:
-    assert remote_worktree_relative("ab12cd34", "pam") == ".hive-office/ab12cd34/worktrees/pam"
+    assert remote_worktree_relative("ab12cd34", "pam") == ".hive-remote/ab12cd34/worktrees/pam"
     # Not inside any desk's private folder (which prepare empties of sockets and secrets).
     assert not remote_worktree_relative("k", "pam").startswith(rdir_relative("k", "pam") + "/")
+    # An agent named "worktrees" cannot take the worktrees' folder for its own.
+    assert not remote_worktree_relative("k", "pam").startswith(rdir_relative("k", "worktrees"))
 
 
 def test_a_remote_git_command_cds_quotes_every_word_and_says_a_missing_folder() -> None:
@@ -188,7 +189,7 @@ def test_setup_and_home_scripts_for_the_host() -> None:
     setup = remote_setup_script("/w/pam", "cp $HIVE_REPO/.env .", {"HIVE_REPO": "/r x"})
     assert setup.endswith("exec env 'HIVE_REPO=/r x' /bin/sh -c 'cp $HIVE_REPO/.env .' </dev/null")
     home = remote_home_script("ab12cd34")
-    assert home.startswith('umask 077 && mkdir -p "$HOME"/.hive-office/ab12cd34/worktrees && ')
+    assert home.startswith('umask 077 && mkdir -p "$HOME"/.hive-remote/ab12cd34/worktrees && ')
     assert home.endswith('"$HOME"')
 
 
