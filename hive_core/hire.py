@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import tomllib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import get_args
 
@@ -18,7 +19,14 @@ import msgspec
 
 from hive_core.config import check_office
 from hive_core.fsio import atomic_write
-from hive_core.schema import RESERVED_IDS, AgentSpec, OfficeConfig, Provider, is_agent_id
+from hive_core.schema import (
+    RESERVED_IDS,
+    AgentSpec,
+    ControlRequest,
+    OfficeConfig,
+    Provider,
+    is_agent_id,
+)
 
 PROVIDERS: tuple[str, ...] = get_args(Provider)
 # A name or role is one line of the roster and the map: short enough to show.
@@ -39,7 +47,15 @@ def on_the_roster(agent_id: str) -> HireRefused:
 
 
 def new_spec(
-    agent_id: str, *, name: str, role: str, provider: str, web: bool, cwd: str
+    agent_id: str,
+    *,
+    name: str,
+    role: str,
+    provider: str,
+    web: bool,
+    cwd: str,
+    host: str | None = None,
+    ssh_args: Sequence[str] = (),
 ) -> AgentSpec:
     """The entry for a new agent, or HireRefused: the rules office.toml's loader applies
     to one entry (config.check_office), said about this one agent."""
@@ -63,9 +79,33 @@ def new_spec(
             raise HireRefused(
                 f"the {what} must be one line of printable text, at most {limit} characters."
             )
-    return msgspec.convert(
-        {"id": agent_id, "name": name, "role": role, "provider": provider, "cwd": cwd, "web": web},
-        AgentSpec,
+    if host is not None and (not host.strip() or host != host.strip() or host.startswith("-")):
+        raise HireRefused(
+            f"{host!r} is not a host ssh can be given: no spaces around it, not starting with '-'."
+        )
+    if ssh_args and host is None:
+        raise HireRefused("--ssh-arg is for a desk on another machine: give --host too.")
+    entry: dict[str, object] = {
+        "id": agent_id, "name": name, "role": role, "provider": provider, "cwd": cwd, "web": web
+    }  # fmt: skip
+    if host is not None:
+        entry.update(host=host, ssh_args=list(ssh_args))
+    return msgspec.convert(entry, AgentSpec)
+
+
+def spec_from_request(req: ControlRequest, here_cwd: str) -> AgentSpec:
+    """The hire request's agent, checked (HireRefused). Its cwd: the one asked for, else
+    the remote host's home for a desk on another machine, else `here_cwd` (it works
+    where the office works)."""
+    return new_spec(
+        req.agent or "",
+        name=req.name,
+        role=req.role,
+        provider=req.provider,
+        web=req.web,
+        cwd=req.cwd or ("~" if req.host else here_cwd),
+        host=req.host,
+        ssh_args=req.ssh_args,
     )
 
 
@@ -87,6 +127,10 @@ def entry_block(spec: AgentSpec) -> list[str]:
     ]
     if spec.web:
         lines.append("web = true")
+    if spec.host is not None:
+        lines.append(f"host = {_toml_string(spec.host)}")
+    if spec.ssh_args:
+        lines.append(f"ssh_args = [{', '.join(_toml_string(a) for a in spec.ssh_args)}]")
     return lines
 
 

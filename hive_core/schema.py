@@ -381,6 +381,10 @@ class ControlRequest(msgspec.Struct, kw_only=True):
     role: str = ""
     provider: str = ""
     web: bool = False
+    # ... and, for a desk on another machine, its host and ssh words (its cwd, if given,
+    # is `cwd` below: a folder on that host).
+    host: str | None = None
+    ssh_args: list[str] = []
     # hive (a remote desk's `hive` verb, relayed: hive_core/remote/relay.py): its words
     # after `hive`, its cwd on the remote host, and whether its stdin, stdout and stderr
     # are terminals there. After an ok reply the connection carries the verb's streams.

@@ -280,6 +280,23 @@ _EXTRA: dict[str, list[click.Parameter]] = {
             ["--provider"], required=True, help="Its CLI: claude, codex, gemini or shell."
         ),
         click.Option(["--web"], is_flag=True, help="It reads the web (its mail is marked)."),
+        click.Option(
+            ["--host"],
+            metavar="DEST",
+            help="A desk on another machine: anything ssh accepts (docs/remote.md).",
+        ),
+        click.Option(
+            ["--ssh-arg", "ssh_args"],
+            multiple=True,
+            metavar="ARG",
+            help="An ssh option word for --host (repeat it: --ssh-arg=-p --ssh-arg=2222).",
+        ),
+        click.Option(
+            ["--cwd"],
+            metavar="DIR",
+            help="Where it works (on --host: a folder there; default: its home there, "
+            "else the manager's folder).",
+        ),
     ],
 }
 
@@ -302,6 +319,9 @@ def _request(action: PersonAction, params: dict[str, Any]) -> ControlRequest:
             role=params["role"],
             provider=params["provider"],
             web=params["web"],
+            host=params.get("host"),
+            ssh_args=list(params.get("ssh_args") or ()),
+            cwd=params.get("cwd") or "",
         )
     return ControlRequest(cmd=action.name)
 
@@ -309,20 +329,13 @@ def _request(action: PersonAction, params: dict[str, Any]) -> ControlRequest:
 def _hire_offline(paths: HivePaths, req: ControlRequest) -> ControlReply:
     """With no office running, the entry is written for the next start (under the
     office's lock, so an office starting meanwhile reads the file before or after)."""
-    from hive_core.hire import HireRefused, hire_into, new_spec
+    from hive_core.hire import HireRefused, hire_into, spec_from_request
 
     try:
         with office_lock(paths):
             config = load_office(paths.office_toml)
             manager = next(a for a in config.agents if a.id == config.office.manager)
-            spec = new_spec(
-                req.agent or "",
-                name=req.name,
-                role=req.role,
-                provider=req.provider,
-                web=req.web,
-                cwd=manager.cwd,
-            )
+            spec = spec_from_request(req, manager.cwd)
             hire_into(paths.office_toml, spec)
     except OfficeBusy:
         fail("the office is starting; try again in a moment.")

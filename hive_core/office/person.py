@@ -19,7 +19,7 @@ from hive_core.committer import Committer
 from hive_core.control import refused
 from hive_core.events.plane import EventPlane
 from hive_core.fsio import ensure_dir
-from hive_core.hire import HireRefused, hire_into, new_spec, on_the_roster
+from hive_core.hire import HireRefused, hire_into, on_the_roster, spec_from_request
 from hive_core.ids import utc_now_iso
 from hive_core.mail import (
     BadMessage,
@@ -300,15 +300,8 @@ class PersonActions:
         file left as it was). On the loop, with no await inside: two hires are never interleaved."""
         manager = self.states.get(self.config.office.manager)
         try:
-            spec = new_spec(
-                req.agent or "",
-                name=req.name,
-                role=req.role,
-                provider=req.provider,
-                web=req.web,
-                # It works where the office works (the manager's folder).
-                cwd=manager.spec.cwd if manager else "~",
-            )
+            # It works where the office works (the manager's folder).
+            spec = spec_from_request(req, manager.spec.cwd if manager else "~")
             if spec.id in self.states:
                 raise on_the_roster(spec.id)
             hire_into(self.paths.office_toml, spec)

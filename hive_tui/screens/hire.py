@@ -1,4 +1,4 @@
-"""Hire an agent: id, name, role, provider, web. The office checks it again and writes
+"""Hire an agent: id, name, role, provider, web, host. The office checks it again and writes
 office.toml (hive_core/hire.py); this form says what is wrong before it is sent."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Checkbox, Input, Label, Select
 
-from hive_core.hire import PROVIDERS, HireRefused, new_spec, on_the_roster
+from hive_core.hire import PROVIDERS, HireRefused, on_the_roster, spec_from_request
 from hive_core.schema import ControlRequest
 from hive_tui.screens.form import FormScreen
 
@@ -41,6 +41,7 @@ class HireScreen(FormScreen[ControlRequest]):
                     id="provider",
                 )
                 yield Checkbox("reads the web", id="web")
+            yield Input(placeholder="host (empty: this machine; else as ssh takes it)", id="host")
             yield Label("", id="error")
             with Horizontal():
                 yield Button("Hire", variant="primary", id="send-button")
@@ -57,16 +58,10 @@ class HireScreen(FormScreen[ControlRequest]):
             role=self.query_one("#role", Input).value.strip(),
             provider=str(self.query_one("#provider", Select).value),
             web=self.query_one("#web", Checkbox).value,
+            host=self.query_one("#host", Input).value.strip() or None,
         )
         try:
-            new_spec(
-                req.agent or "",
-                name=req.name,
-                role=req.role,
-                provider=req.provider,
-                web=req.web,
-                cwd="~",
-            )
+            spec_from_request(req, "~")
         except HireRefused as e:
             self.error(str(e))
             return

@@ -222,3 +222,33 @@ def test_a_host_that_stays_down_is_told_to_the_manager_once(
         assert len(notices) == 1, notices
         why = office.run("hive-office", "why", "--home", str(office.home), "pam")
         assert "Connection refused" in why.stdout and "reconnect" in why.stdout, why.stdout
+
+
+def test_a_desk_on_another_host_can_be_hired_into_the_running_office(
+    tmp_path: Path, host: SshHost, work: Path
+) -> None:
+    with served(tmp_path / "office", roster=roster(host, work)) as office:
+        wait_for(lambda: running(office, "pam"), "pam's remote desk")
+        hired = office.run(
+            "hive-office", "hire", "--home", str(office.home), "dwight", "--name", "Dwight",
+            "--provider", "shell", "--host", host.alias,
+            *(f"--ssh-arg={a}" for a in host.ssh_args), "--cwd", str(work),
+        )  # fmt: skip
+        assert hired.returncode == 0, hired.stderr
+        toml = office.paths.office_toml.read_text()
+        assert f'host = "{host.alias}"' in toml and json.dumps(host.ssh_args[1]) in toml
+        wait_for(lambda: running(office, "dwight"), "the hired desk on its host")
+        # Its own forwarded sockets are up: it sends as itself.
+        shell(
+            office, "dwight", "hive send --to michael --subject hired --body hi; echo END > d.txt"
+        )
+        wrote(work / "d.txt")
+        mail = wait_for(lambda: unread(office, "michael", "dwight"), "dwight's mail")
+        assert [m["subject"] for m in mail] == ["hired"]
+    # A host ssh would read as an option is refused before office.toml is touched.
+    bad = office.run(
+        "hive-office", "hire", "--home", str(office.home), "kevin", "--name", "Kevin",
+        "--provider", "shell", "--host", "-oProxyCommand=x",
+    )  # fmt: skip
+    assert bad.returncode != 0 and "not starting with '-'" in (bad.stderr + bad.stdout)
+    assert "kevin" not in office.paths.office_toml.read_text()
