@@ -16,11 +16,8 @@ from hive_core.agents.supervisor import tool_path
 from hive_core.committer import check_repo
 from hive_core.config import ConfigError, load_office
 from hive_core.health import read_health
-from hive_core.paths import HivePaths
+from hive_core.paths import SOCKET_PATH_MAX, HivePaths
 from hive_core.schema import AgentSpec
-
-# AF_UNIX socket paths hold at most 107 bytes on Linux.
-SOCKET_PATH_MAX = 107
 
 
 @dataclass(frozen=True)
@@ -51,8 +48,19 @@ def run_checks(paths: HivePaths) -> list[Check]:
             checks.append(Check(True, f"hive git repo at {paths.hive} ({head})"))
     except pygit2.GitError:
         checks.append(Check(False, f"{paths.hive} is not a git repo", "run `hive-office init`"))
+    # A remote desk adds its own pair (its ssh master shares no connection when too long).
+    desks = [
+        paths.desk_socket(a.id, kind)
+        for a in config.agents
+        if a.host
+        for kind in ("hook", "control")
+    ]
     longest = max(
-        paths.hook_socket, paths.control_socket, paths.kick_socket, key=lambda p: len(str(p))
+        paths.hook_socket,
+        paths.control_socket,
+        paths.kick_socket,
+        *desks,
+        key=lambda p: len(str(p)),
     )
     if len(str(longest)) > SOCKET_PATH_MAX:
         checks.append(

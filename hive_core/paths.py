@@ -9,6 +9,8 @@ from typing import Literal, NamedTuple
 from hive_core.schema import HUMAN
 
 DEFAULT_HOME = "~/.hive-office"
+# AF_UNIX socket paths hold at most 107 bytes on Linux (every socket above is one).
+SOCKET_PATH_MAX = 107
 
 
 def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:

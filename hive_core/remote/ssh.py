@@ -11,11 +11,15 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping, Sequence
 
-from hive_core.paths import HivePaths
+from hive_core.paths import SOCKET_PATH_MAX, HivePaths
 from hive_core.schema import AgentSpec
 
 # Options every office connection carries, before the person's ssh_args (ssh takes the
 # first value it sees for an option, so a person's ssh_args cannot undo these).
+# ssh makes a master's socket under a temporary name (the path, a dot and 16 random
+# characters) before it renames it: that name must fit paths.SOCKET_PATH_MAX too.
+MASTER_SUFFIX = 17
+
 BASE_OPTIONS = (
     "-o", "BatchMode=yes",
     "-o", "ConnectTimeout=10",
@@ -58,9 +62,14 @@ def ssh_argv(
     """`ssh ... DEST remote` for `spec`'s host. `master`: this connection is the desk's own
     (it becomes the ControlMaster others reuse); otherwise it reuses that one if it is up."""
     assert spec.host is not None, f"{spec.id} has no host"
+    path = str(paths.ssh_master(spec.id))
     control = [
-        "-o", f"ControlPath={paths.ssh_master(spec.id)}",
+        "-o", f"ControlPath={path}",
         "-o", "ControlMaster=yes" if master else "ControlMaster=no",
         "-o", "ControlPersist=no",
     ]  # fmt: skip
+    if len(path.encode()) + MASTER_SUFFIX > SOCKET_PATH_MAX:
+        # ssh would refuse to start at all ("ControlPath too long"): without sharing,
+        # every call opens its own connection, and the desk still works.
+        control = ["-o", "ControlPath=none"]
     return ["ssh", *BASE_OPTIONS, *control, *extra, *spec.ssh_args, "--", spec.host, remote]

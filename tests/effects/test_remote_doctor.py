@@ -138,3 +138,18 @@ def test_an_unreachable_host_gets_the_reason(host: SshHost) -> None:
     assert "-> nothing accepts ssh connections at hive-remote" in out
     assert "FIX  hive-remote (for dwight): not reachable over ssh" in out
     assert "-> hive-remote refused the login" in out
+
+
+def test_a_home_too_deep_for_a_desk_s_sockets_is_told_and_a_short_one_is_not(
+    host: SshHost, venv: Path
+) -> None:
+    desk = shell_desk(host, "a" * 32)
+    with short_dir() as root:
+        # The office's own sockets fit; the remote desk's run/desks/<id>.control.sock not.
+        deep = root / ("d" * (107 - len(str(root)) - len("/run/desks/") - 40))
+        code, out = doctor(deep, venv, [desk])
+        assert (
+            code == 1 and f"socket path {deep}/run/desks/{'a' * 32}.control.sock is longer" in out
+        )
+        code, out = doctor(root / "home", venv, [desk])
+        assert "socket path" not in out, out

@@ -13,6 +13,7 @@ from hive_core.agents.identity import system_prompt
 from hive_core.events.decide import MailItem
 from hive_core.paths import HivePaths
 from hive_core.remote import plan
+from hive_core.remote.ssh import ssh_argv
 from hive_core.schema import AgentSpec, OfficeConfig, OfficeSettings
 from hive_core.status import LinkDown, Signals, explain
 from hive_core.wake import DISCONNECTED, WakeMemory, WakeView, decide_wake
@@ -242,3 +243,14 @@ def test_ssh_s_own_line_about_a_broken_link_is_found_at_the_end_of_the_output() 
         "client_loop: send disconnect: Broken pipe"
     )
     assert plan.tail_reason(b"just the program's own output\r\n") is None
+
+
+def test_the_desk_s_ssh_shares_its_connection_unless_the_master_path_cannot_fit() -> None:
+    spec = AgentSpec(id="jim", name="Jim", provider="shell", host="gpu1", ssh_args=["-p", "2"])
+    argv = ssh_argv(spec, HivePaths(HOME), "true", master=True)
+    assert f"ControlPath={HOME}/run/ssh/jim.sock" in argv and "ControlMaster=yes" in argv
+    assert argv[-5:] == ["-p", "2", "--", "gpu1", "true"]
+    # ssh refuses a ControlPath whose temporary name passes 107 bytes: no sharing then.
+    deep = HivePaths(Path("/srv/" + "x" * 80))
+    argv = ssh_argv(spec, deep, "true", master=True)
+    assert "ControlPath=none" in argv and not any(a.startswith("ControlMaster") for a in argv)
