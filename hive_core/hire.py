@@ -84,7 +84,7 @@ def new_spec(
             f"{host!r} is not a host ssh can be given: no spaces around it, not starting with '-'."
         )
     if ssh_args and host is None:
-        raise HireRefused("--ssh-arg is for a desk on another machine: give --host too.")
+        raise HireRefused("ssh options are for a desk on another machine: give its host too.")
     entry: dict[str, object] = {
         "id": agent_id, "name": name, "role": role, "provider": provider, "cwd": cwd, "web": web
     }  # fmt: skip

@@ -3,6 +3,8 @@ office.toml (hive_core/hire.py); this form says what is wrong before it is sent.
 
 from __future__ import annotations
 
+import shlex
+
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Checkbox, Input, Label, Select
@@ -20,6 +22,7 @@ class HireScreen(FormScreen[ControlRequest]):
     #hire { width: 72; height: auto; max-height: 90%; border: round $accent; background: $surface; padding: 0 1; }
     #hire Horizontal { height: auto; }
     #hire Select { width: 1fr; }
+    #hire Horizontal Input { width: 1fr; }
     #error { color: $error; height: auto; }
     """
 
@@ -41,7 +44,9 @@ class HireScreen(FormScreen[ControlRequest]):
                     id="provider",
                 )
                 yield Checkbox("reads the web", id="web")
-            yield Input(placeholder="host (empty: this machine; else as ssh takes it)", id="host")
+            with Horizontal():
+                yield Input(placeholder="host (empty: this machine)", id="host")
+                yield Input(placeholder="ssh options (-p 2222)", id="ssh-args")
             yield Label("", id="error")
             with Horizontal():
                 yield Button("Hire", variant="primary", id="send-button")
@@ -60,6 +65,11 @@ class HireScreen(FormScreen[ControlRequest]):
             web=self.query_one("#web", Checkbox).value,
             host=self.query_one("#host", Input).value.strip() or None,
         )
+        try:
+            req.ssh_args = shlex.split(self.query_one("#ssh-args", Input).value)
+        except ValueError:
+            self.error("the ssh options do not parse: close the quote.")
+            return
         try:
             spec_from_request(req, "~")
         except HireRefused as e:
