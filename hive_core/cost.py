@@ -20,6 +20,7 @@ import msgspec
 from hive_core.fsio import atomic_write
 from hive_core.ids import utc_now_iso
 from hive_core.paths import HivePaths
+from hive_core.remote.usage import RemoteUsage
 from hive_core.schema import AgentSpec, ModelPrice, OfficeConfig, Task
 from hive_core.tasks import LedgerError, parse_ledger, tasks_of
 from hive_core.usage import Tokens, UsageBook, UsageRecord, merged_sessions
@@ -316,6 +317,7 @@ class CostWatch:
         self.env = dict(env)
         self.table = price_table(config.prices)
         self.book = UsageBook()
+        self.remote = RemoteUsage()
         self.sessions = read_usage_file(paths).sessions
         self.spans: list[Span] = []
         self._history = LedgerHistory(paths.hive, paths.tasks)
@@ -326,17 +328,24 @@ class CostWatch:
         self._ledger_mark: tuple[int, int, int] | None = None
 
     def read_pass(self, current: Mapping[str, str | None]) -> bool:
-        """Read what was appended; True if any sum may have changed."""
+        """Read what was appended (a remote desk's on its host, over ssh:
+        hive_core/remote/usage.py); True if any sum may have changed."""
         sessions = merged_sessions(self.sessions, current)
         changed = sessions != self.sessions
         self.sessions = sessions
         for spec in self.config.agents:
+            if spec.host:
+                continue  # its records are on its host: read below, never from this disk
             provider = self.providers.get(spec.provider)
             source = provider and provider.usage_source(
                 spec, self.paths, agent_env(spec, self.env), sessions.get(spec.id, [])
             )
             if source:
                 changed |= self.book.read(spec.id, source)
+        asks = self.remote.asks(
+            self.book, self.config.agents, self.paths, sessions, self.config.office.remote_venv
+        )
+        changed |= self.remote.read(self.book, asks, self.env)
         try:
             st = self.paths.tasks.stat()
             mark: tuple[int, int, int] | None = (st.st_mtime_ns, st.st_size, st.st_ino)

@@ -265,16 +265,55 @@ class UsageBook:
             return False
         try:
             st = os.fstat(fd)
-            cursor = self._cursors.get((agent, path))
             identity = (st.st_dev, st.st_ino)
-            if cursor is None or cursor.identity != identity or st.st_size < cursor.offset:
-                cursor = _Cursor(identity=identity, parse=parser(path))
-                self._cursors[(agent, path)] = cursor
-            if st.st_size == cursor.offset:
+            start = self._cursor(agent, path, identity, st.st_size, parser).offset
+            if st.st_size == start:
                 return False
-            data = os.pread(fd, min(st.st_size - cursor.offset, PASS_READ_MAX), cursor.offset)
+            data = os.pread(fd, min(st.st_size - start, PASS_READ_MAX), start)
         finally:
             os.close(fd)
+        return self.take(agent, path, identity, st.st_size, start, data, parser)
+
+    def _cursor(
+        self,
+        agent: str,
+        path: Path,
+        identity: tuple[int, int],
+        size: int,
+        parser: Callable[[Path], LineParser],
+    ) -> _Cursor:
+        """The file's cursor, a new one at 0 if the file was replaced or cut shorter."""
+        cursor = self._cursors.get((agent, path))
+        if cursor is None or cursor.identity != identity or size < cursor.offset:
+            cursor = _Cursor(identity=identity, parse=parser(path))
+            self._cursors[(agent, path)] = cursor
+        return cursor
+
+    def offsets(self, agent: str) -> dict[str, tuple[int, int, int]]:
+        """Where each of the agent's files was left: path -> (device, inode, offset). A
+        reader elsewhere (a remote desk's host) is asked only for what follows."""
+        return {
+            str(path): (*cursor.identity, cursor.offset)
+            for (owner, path), cursor in self._cursors.items()
+            if owner == agent
+        }
+
+    def take(
+        self,
+        agent: str,
+        path: Path,
+        identity: tuple[int, int],
+        size: int,
+        start: int,
+        data: bytes,
+        parser: Callable[[Path], LineParser],
+    ) -> bool:
+        """Consume `data`, the bytes at `start` of a file that is `size` bytes long now;
+        True if any record changed. Bytes that do not start where the file was left
+        (read before a reset this side did not see) are dropped, to be asked for again."""
+        cursor = self._cursor(agent, path, identity, size, parser)
+        if start != cursor.offset or not data:
+            return False
         cursor.offset += len(data)
         records = self._records.setdefault(agent, {})
         changed = False

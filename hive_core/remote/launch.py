@@ -65,11 +65,11 @@ class RemoteHomes:
         return home
 
 
-def _read_named(words: list[str], home: Path) -> dict[str, bytes]:
-    """The regular files the launch names under the office home (a folder: the files
-    in it), by path. A path that does not exist is left as it is."""
+def _read_named(named: list[str]) -> dict[str, bytes]:
+    """The regular files of these paths under the office home (a folder: the files in
+    it), by path. A path that does not exist is left as it is."""
     files: dict[str, bytes] = {}
-    for name in plan.named_files(words, home):
+    for name in named:
         path = Path(name)
         if path.is_file():
             files[name] = path.read_bytes()
@@ -95,10 +95,21 @@ def remote_launch(
     rdir = plan.rdir_of(remote_home, plan.office_key(paths.home), spec.id)
     env = plan.remote_env(launch.env, office_env, rdir, spec.env)
     argv = [executable, *launch.argv[1:]]
-    files = _read_named([*argv, *env.values()], paths.home)
-    shipped = plan.ship_plan(files, paths.home, rdir)
+    named = plan.named_files([*argv, *env.values()], paths.home)
+    shipped = plan.ship_plan(_read_named(named), paths.home, rdir)
+    folders = [
+        plan.Shipped(n, plan.place_on_host(n, paths.home, rdir), "")
+        for n in named
+        if Path(n).is_dir()
+    ]
     command = plan.remote_command(
-        argv, env, rdir, spec.cwd, shipped, plan.remote_venv_bin(remote_venv, remote_home)
+        argv,
+        env,
+        rdir,
+        spec.cwd,
+        shipped,
+        plan.remote_venv_bin(remote_venv, remote_home),
+        folders,
     )
     extra = plan.main_extra(
         rdir,

@@ -142,6 +142,13 @@ class Shipped:
     content: str
 
 
+def place_on_host(local: str, home: Path, rdir: str) -> str:
+    """Where a path under the office home goes on the host: the same place under
+    <rdir>/files."""
+    prefix = str(home).rstrip("/") + "/"
+    return f"{rdir}/files/{local[len(prefix) :]}"
+
+
 def ship_plan(files: Mapping[str, bytes], home: Path, rdir: str) -> list[Shipped]:
     """Each local file (its path under the office home -> its bytes) at the same place
     under <rdir>/files; refused with a sentence if too big or not text."""
@@ -152,7 +159,6 @@ def ship_plan(files: Mapping[str, bytes], home: Path, rdir: str) -> list[Shipped
             f"the {SHIP_MAX // 1024} KiB a remote desk can be sent; make its config smaller."
         )
     shipped = []
-    prefix = str(home).rstrip("/") + "/"
     for local, data in files.items():
         if b"\0" in data:
             raise ShipError(f"{local} is not a text file, so it cannot be sent to the host.")
@@ -162,7 +168,7 @@ def ship_plan(files: Mapping[str, bytes], home: Path, rdir: str) -> list[Shipped
             raise ShipError(
                 f"{local} is not UTF-8 text, so it cannot be sent to the host."
             ) from None
-        shipped.append(Shipped(local, f"{rdir}/files/{local[len(prefix) :]}", text))
+        shipped.append(Shipped(local, place_on_host(local, home, rdir), text))
     return shipped
 
 
@@ -181,22 +187,27 @@ def remote_command(
     cwd: str,
     shipped: Sequence[Shipped],
     venv_bin: str,
+    folders: Sequence[Shipped] = (),
 ) -> str:
     """The string the host's login shell runs: take the secret prepare kept, write the
     shipped files (private), cd to the desk's cwd there, exec argv with env and the
-    remote venv first on PATH."""
+    remote venv first on PATH. `folders`: the folders the launch names (a CODEX_HOME),
+    made there and named by their place there (their files are among `shipped`)."""
     words = ["umask", "077"]
     secret = shlex.quote(f"{rdir}/{SECRET_FILE}")
     words += ["&&", f'HIVE_SECRET="$(cat {secret})"', "&&", "export", "HIVE_SECRET"]
-    folders = dict.fromkeys(s.remote.rsplit("/", 1)[0] for s in shipped)
-    for folder in folders:
+    made = dict.fromkeys(
+        [*(s.remote.rsplit("/", 1)[0] for s in shipped), *(f.remote for f in folders)]
+    )
+    for folder in made:
         words += ["&&", "mkdir", "-p", shlex.quote(folder)]
     for item in shipped:
         words += ["&&", "printf", "%s", shlex.quote(item.content), ">", shlex.quote(item.remote)]
     words += ["&&", "cd", remote_path_word(cwd), "&&", "exec", "env"]
-    words += [shlex.quote(f"{k}={rewrite(v, shipped)}") for k, v in env.items()]
+    places = [*shipped, *folders]
+    words += [shlex.quote(f"{k}={rewrite(v, places)}") for k, v in env.items()]
     words.append(shlex.quote(f"PATH={venv_bin}:") + '"$PATH"')
-    words += [shlex.quote(rewrite(a, shipped)) for a in argv]
+    words += [shlex.quote(rewrite(a, places)) for a in argv]
     command = " ".join(words)
     if len(command.encode()) > COMMAND_MAX:
         raise ShipError(

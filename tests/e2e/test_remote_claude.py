@@ -158,6 +158,15 @@ def test_a_claude_desk_on_another_host_drains_mail_at_stop_and_survives_a_drop(
             if "link to hive-remote" in str(line.get("detail"))
         ]
         assert any("down" in n for n in nudges) and any("back" in n for n in nudges), nudges
+
+        # Its cost: the office reads a remote desk's transcripts on its host, over ssh
+        # (never from this disk, where a real host's files would not be).
+        def jim_tokens() -> int:
+            out = office.run("hive-office", "cost", "--home", str(office.home), "--json")
+            rows = json.loads(out.stdout)["rows"]
+            return sum(rows.get("jim", {}).get("tokens", {}).values())
+
+        assert wait_for(jim_tokens, "jim's tokens in hive-office cost", timeout=60) > 0
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

@@ -254,3 +254,18 @@ def test_the_desk_s_ssh_shares_its_connection_unless_the_master_path_cannot_fit(
     deep = HivePaths(Path("/srv/" + "x" * 80))
     argv = ssh_argv(spec, deep, "true", master=True)
     assert "ControlPath=none" in argv and not any(a.startswith("ControlMaster") for a in argv)
+
+
+def test_a_named_folder_is_named_by_its_place_on_the_host_and_made_there() -> None:
+    # Codex's CODEX_HOME: a folder whose files are shipped; the variable must follow.
+    folder = "/srv/office/agent-settings/codex/jim"
+    shipped = plan.ship_plan({f"{folder}/config.toml": b"x = 1"}, HOME, RDIR)
+    there = plan.place_on_host(folder, HOME, RDIR)
+    assert there == f"{RDIR}/files/agent-settings/codex/jim"
+    command = plan.remote_command(
+        ["codex"], {"CODEX_HOME": folder}, RDIR, "/w", shipped, "/v/bin",
+        [plan.Shipped(folder, there, "")],
+    )  # fmt: skip
+    words = shlex.split(command)
+    assert f"CODEX_HOME={there}" in words and folder not in command
+    assert words[words.index(there) - 2 : words.index(there)] == ["mkdir", "-p"]
