@@ -112,6 +112,10 @@ class Office(PersonActions):
         self.providers = providers()
         # Tokens and cost per agent and task, read from the CLIs' own records.
         self.cost = CostWatch(paths, self.config, self.providers, os.environ)
+        # A remote desk at work is read every pass; an idle one less often.
+        self.cost.remote.busy = lambda agent: (
+            (state := self.states.get(agent)) is not None and state.status == "working"
+        )
         self.plane = EventPlane(
             paths,
             self.config,

@@ -20,6 +20,7 @@ import glob
 import logging
 import shlex
 import subprocess
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -245,13 +246,34 @@ def run_probe(ask: Ask, env: Mapping[str, str]) -> Outcome:
     return Outcome(chunks, "")
 
 
+# A desk whose records did not grow is asked less often: an idle office of many remote
+# desks would otherwise start an ssh per desk every pass.
+QUIET_FIRST_S = 5.0
+QUIET_MAX_S = 60.0
+
+
+def quiet_delay(quiet: int) -> float:
+    """How long to leave a desk unasked after `quiet` probes in a row found nothing new
+    (or failed): 0, then 5, 10, 20, 40, 60 s at most."""
+    if quiet <= 0:
+        return 0.0
+    return min(QUIET_MAX_S, QUIET_FIRST_S * 2 ** min(quiet - 1, 8))
+
+
 class RemoteUsage:
     """Reads the remote agents' records into the book, each pass. A host that cannot be
     reached, or a probe that fails, is skipped (its agents keep their sums); the log
-    hears of it once, and once more when it answers again."""
+    hears of it once, and once more when it answers again. A desk whose records do not
+    grow is asked less often (quiet_delay), at once again when its sessions change, and
+    every pass while `busy` says it works (the office sets it from the agents' states)."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.failing: set[str] = set()
+        self.clock = clock
+        self.busy: Callable[[str], bool] = lambda agent: False
+        self.quiet: dict[str, int] = {}
+        self.next_at: dict[str, float] = {}
+        self.sessions: dict[str, tuple[str, ...]] = {}
 
     def asks(
         self,
@@ -269,11 +291,25 @@ class RemoteUsage:
             where = where_on_host(spec, paths, sessions.get(spec.id, []))
             if where is None:
                 continue
+            current = tuple(sessions.get(spec.id, []))
+            if self.sessions.get(spec.id) != current:
+                self.sessions[spec.id] = current
+                self.quiet.pop(spec.id, None)
+                self.next_at.pop(spec.id, None)
+            if self.clock() < self.next_at.get(spec.id, 0.0) and not self.busy(spec.id):
+                continue
             query = msgspec.structs.replace(where.query, known=book.offsets(spec.id))
             argv = ssh_argv(spec, paths, command)
             destination = shlex.join([*spec.ssh_args, spec.host])
             found.append(Ask(spec.id, spec.host, destination, argv, query, where.parser))
         return found
+
+    def heard(self, agent: str, grew: bool) -> None:
+        """A probe of `agent` came back: with new bytes (ask every pass), or without
+        (or failed: ask after quiet_delay)."""
+        quiet = 0 if grew else self.quiet.get(agent, 0) + 1
+        self.quiet[agent] = quiet
+        self.next_at[agent] = self.clock() + quiet_delay(quiet)
 
     def read(self, book: UsageBook, asks: Sequence[Ask], env: Mapping[str, str]) -> bool:
         """Run the probes side by side and feed their replies to the book (on this
@@ -286,6 +322,7 @@ class RemoteUsage:
         with ThreadPoolExecutor(min(len(asks), PROBE_WORKERS)) as pool:
             outcomes = pool.map(lambda ask: run_probe(ask, ssh_env), asks)
             for ask, outcome in zip(asks, outcomes, strict=True):
+                self.heard(ask.agent, any(c.data for c in outcome.chunks or ()))
                 if outcome.chunks is None:
                     if ask.destination not in self.failing:
                         self.failing.add(ask.destination)

@@ -21,6 +21,7 @@ from hive_core.remote.usage import (
     apply_reply,
     parse_reply,
     probe_command,
+    quiet_delay,
     where_on_host,
 )
 from hive_core.schema import AgentSpec
@@ -200,3 +201,32 @@ def test_no_probe_without_a_session_a_host_or_records_to_read(tmp_path: Path) ->
 def test_the_probe_runs_the_remote_venvs_python_isolated() -> None:
     assert probe_command("~/.venvs/hive").startswith('exec "$HOME"/.venvs/hive/bin/python -I -c ')
     assert probe_command("/opt/hive venv").startswith("exec '/opt/hive venv/bin/python' -I -c ")
+
+
+def test_a_quiet_desk_is_asked_less_often_and_at_once_when_its_sessions_change(
+    tmp_path: Path,
+) -> None:
+    now = [100.0]
+    remote = RemoteUsage(clock=lambda: now[0])
+    paths = HivePaths(tmp_path / "home")
+    pam = AgentSpec(id="pam", name="Pam", host=HOST)
+
+    def asked(sessions: list[str]) -> bool:
+        return bool(remote.asks(UsageBook(), [pam], paths, {"pam": sessions}, "~/v"))
+
+    assert [quiet_delay(q) for q in range(7)] == [0, 5, 10, 20, 40, 60, 60]
+    assert asked(["s1"])
+    remote.heard("pam", grew=False)  # nothing new: not before 5 s
+    assert not asked(["s1"])
+    now[0] += 5
+    assert asked(["s1"])
+    remote.heard("pam", grew=False)  # still nothing: 10 s
+    now[0] += 9
+    assert not asked(["s1"])
+    assert asked(["s1", "s2"])  # a new session: at once
+    remote.heard("pam", grew=True)  # it works: every pass again
+    assert asked(["s1", "s2"])
+    remote.heard("pam", grew=False)
+    assert not asked(["s1", "s2"])
+    remote.busy = lambda agent: agent == "pam"  # the office sees it working
+    assert asked(["s1", "s2"])
