@@ -195,7 +195,9 @@ def remote_command(
     made there and named by their place there (their files are among `shipped`)."""
     words = ["umask", "077"]
     secret = shlex.quote(f"{rdir}/{SECRET_FILE}")
-    words += ["&&", f'HIVE_SECRET="$(cat {secret})"', "&&", "export", "HIVE_SECRET"]
+    # Read once, then gone from the disk: it lives on only in the desk's environment.
+    words += ["&&", f'HIVE_SECRET="$(cat {secret})"', "&&", "rm", "-f", secret]
+    words += ["&&", "export", "HIVE_SECRET"]
     made = dict.fromkeys(
         [*(s.remote.rsplit("/", 1)[0] for s in shipped), *(f.remote for f in folders)]
     )

@@ -106,6 +106,8 @@ def test_a_shell_desk_on_another_host_sends_reads_and_proves_who_it_is(
         rdir = plan.rdir_of(str(Path.home()), plan.office_key(office.home), "pam")
         assert (remote, home, sock, cwd) == ("1", "unset", f"{rdir}/hook.sock", str(work))
         assert not (work / ".hive").exists() and not (work / "office.toml").exists()
+        # The start's secret came through a file that is gone once read.
+        assert not Path(rdir, plan.SECRET_FILE).exists()
 
         # Mail both ways: pam's `hive send` lands in michael's inbox, from pam.
         shell(

@@ -135,6 +135,7 @@ def test_remote_command_quotes_every_word_and_keeps_the_remote_path() -> None:
     # The secret is read from the file prepare wrote (the local argv never holds it).
     assert f'HIVE_SECRET="$(cat {RDIR}/secret)"' in command
     assert words[words.index("export") + 1] == "HIVE_SECRET"
+    assert words[words.index("rm") : words.index("rm") + 3] == ["rm", "-f", f"{RDIR}/secret"]
     printf = words.index("printf")
     assert words[printf : printf + 5] == ["printf", "%s", content, ">", f"{RDIR}/files/s.json"]
     assert "$HOME/work dir" in words  # ~ left for the remote shell: "$HOME"/'work dir'
