@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 import msgspec
-from figures import figure
+from figures import figure, percentile
 
 import cth_hook.__main__ as shim
 from hive_core.committer import commit_all
@@ -100,11 +100,6 @@ def timed(cmd: list[str], env: dict[str, str], event: bytes = STOP_EVENT) -> flo
     if proc.returncode != 0:
         raise SystemExit(f"{cmd} exited {proc.returncode}: {proc.stderr.decode()}")
     return took
-
-
-def percentile(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def report(title: str, results: dict[str, list[float]], reference: str | None) -> None:

@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from figures import figure
+from figures import figure, percentile
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -57,11 +57,6 @@ class Output:
             if select.select([self.fd], [], [], left)[0]:
                 seen += os.read(self.fd, 65536)
         return time.perf_counter() - start
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def main() -> None:

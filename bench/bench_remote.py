@@ -51,7 +51,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from figures import figure
+from figures import figure, percentile
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -201,11 +201,6 @@ def cpu_of(pid: int) -> float:
 
 
 # --- latency ---------------------------------------------------------------------------
-
-
-def percentile(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def exchange(path: str, frame: bytes) -> float:

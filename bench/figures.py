@@ -47,3 +47,10 @@ def parse(line: str) -> dict[str, Any] | None:
     except json.JSONDecodeError:
         return None
     return found if isinstance(found, dict) and "what" in found else None
+
+
+def percentile(samples: list[float], q: float) -> float:
+    """The sample at quantile q (0..1) of `samples`, nearest rank: what every bench's
+    p50 and p99 mean."""
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]

@@ -29,7 +29,7 @@ from hive_core.paths import HivePaths
 from hive_core.remote import plan as remote_plan
 from hive_core.remote.launch import LinkFailed
 from hive_core.remote.plan import remote_worktree_relative
-from hive_core.remote.ssh import remote_path_word, ssh_argv
+from hive_core.remote.ssh import SSH_FAILED, remote_path_word, ssh_argv
 from hive_core.routing.decide import router_notice
 from hive_core.schema import AgentSpec, Message, OfficeConfig
 from hive_core.worktree_plan import (
@@ -177,7 +177,7 @@ class RemoteGit(Git):
             raise WorktreeError(
                 f"{what} on {host} was still running after {timeout:g} s and was stopped"
             ) from None
-        if done.returncode == remote_plan.SSH_FAILED:
+        if done.returncode == SSH_FAILED:
             reason = remote_plan.link_reason(
                 done.stderr.decode("utf-8", "replace"), "ssh exited with code 255"
             )

@@ -30,6 +30,7 @@ from hive_core.fsio import atomic_write
 from hive_core.paths import HivePaths
 from hive_core.remote import plan
 from hive_core.remote.launch import LinkFailed, RemoteHomes, remote_launch, remote_log_reason
+from hive_core.remote.ssh import SSH_FAILED
 from hive_core.schema import AgentSpec, OfficeConfig
 from hive_core.status import LinkDown
 
@@ -328,7 +329,7 @@ class Supervisor:
                 if state.status != "archived":
                     state.status = "exited"
             return
-        if state.spec.host and code == plan.SSH_FAILED:
+        if state.spec.host and code == SSH_FAILED:
             # The link failed, not the CLI: no "could not start", but a reconnect.
             with self.states.edit(agent_id):
                 state.pid = None

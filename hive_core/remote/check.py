@@ -17,14 +17,12 @@ from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 
 from hive_core.paths import HivePaths
-from hive_core.remote.ssh import remote_path_word, ssh_argv
+from hive_core.remote.ssh import SSH_FAILED, remote_path_word, ssh_argv
 from hive_core.schema import AgentSpec
 
 # Every line the probe means is tagged: a login shell's rc files may print lines of
 # their own, and those are not the probe's.
 TAG = "hive-probe"
-# ssh's own failure code (the command on the host never ran, or the link dropped).
-SSH_FAILED = 255
 # The whole probe (login, a few `--version`s) finishes well within this on a live host.
 PROBE_TIMEOUT_S = 90.0
 # One `--version` that hangs must not hold the probe up past this (where the host has

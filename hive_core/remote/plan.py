@@ -234,9 +234,6 @@ def main_extra(rdir: str, ssh_log: str, hook_socket: str, control_socket: str) -
 
 # --- a dropped link -------------------------------------------------------------------
 
-# Exit code of ssh when the connection (not the remote command) failed.
-SSH_FAILED = 255
-
 
 def link_reason(log_text: str, fallback: str) -> str:
     """Why the link dropped: the last meaningful line ssh wrote to its -E log."""

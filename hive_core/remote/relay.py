@@ -23,7 +23,7 @@ import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from hive_core.cli.common import RELAYED_ENV
+from hive_core.cli.common import REFUSED, RELAYED_ENV
 from hive_core.remote.relay_client import (
     EXIT,
     EXIT_CODE,
@@ -39,8 +39,6 @@ from hive_core.schema import ControlRequest
 # Which of the remote `hive`'s stdin, stdout, stderr were terminals ("stdin,stdout").
 REMOTE_TTY_ENV = "HIVE_REMOTE_TTY"
 STREAM_NAMES = ("stdin", "stdout", "stderr")
-# A verb that cannot be run (the office's own `hive` is missing) ends with this code.
-REFUSED = 1
 
 Log = Callable[[str, str], None]  # (agent id, what happened)
 

@@ -20,6 +20,9 @@ from hive_core.schema import AgentSpec
 # characters) before it renames it: that name must fit paths.SOCKET_PATH_MAX too.
 MASTER_SUFFIX = 17
 
+# ssh's own exit code when the connection failed (not the remote command).
+SSH_FAILED = 255
+
 BASE_OPTIONS = (
     "-o", "BatchMode=yes",
     "-o", "ConnectTimeout=10",
