@@ -26,7 +26,8 @@ class PersonAction(NamedTuple):
     help: str
     """One sentence for `--help` and the app's help screen."""
     done: str
-    """What is true afterwards, said to the person (`{agent}` / `{message}` filled in)."""
+    """What is true afterwards, said to the person (`{agent}` / `{message}`, and for an
+    answer `{to}`, who got it, filled in)."""
     key: str | None = None
     """The app's key after the prefix; None where the app acts another way (typing goes
     to the focused pane, answers from the Inbox panel)."""
@@ -95,9 +96,9 @@ ACTIONS: tuple[PersonAction, ...] = (
     PersonAction(
         "answer",
         "message",
-        "Answer MESSAGE, an escalation in your inbox: the answer goes to the manager and "
-        "on the task's open question.",
-        "Your answer to {message} went to the manager.",
+        "Answer MESSAGE, an escalation in your inbox: the answer goes to the agent that "
+        "asked and to the manager, in the question's thread, and on the task's open question.",
+        "Your answer to {message} went to {to}.",
     ),
     PersonAction(
         "escalations",

@@ -153,15 +153,23 @@ class PersonActions:
         archived = frozenset(s.id for s in self.states.values() if s.status == "archived")
         self.router.floor = Floor.from_config(self.config, archived)
 
-    async def answer(self, message: Message, text: str) -> None:
+    async def answer(self, message: Message, text: str) -> list[str]:
         """The person's answer to an escalation: recorded on the task's open question
-        (if the message is about a task) and sent to the manager. The ledger lock and the
-        mail files are worked on a thread, so the app's screen never waits on them."""
-        await asyncio.to_thread(self._write_answer, message, text)
+        (if the message is about a task) and sent, in the question's thread, to whoever
+        asked and to the manager; who got it. The ledger lock and the mail files are
+        worked on a thread, so the app's screen never waits on them."""
+        told = await asyncio.to_thread(self._write_answer, message, text)
         self.routes.request_scan(HUMAN)
+        return told
 
-    def _write_answer(self, message: Message, text: str) -> None:
+    def answered_by_mail(self, message: Message) -> list[str]:
+        """Who hears the person's answer to `message`: the agent that asked (if it is on
+        the floor to read it) and the manager, once each."""
         manager = self.config.office.manager
+        asker = message.sender
+        return [asker, manager] if asker in self.router.floor.receivers - {manager} else [manager]
+
+    def _write_answer(self, message: Message, text: str) -> list[str]:
         human = self.paths.mailbox(HUMAN)
         question = escalations.parse_task_item(message.id)
         in_human_inbox = question is None and find_message(human, message.id) is not None
@@ -174,21 +182,26 @@ class PersonActions:
             if in_human_inbox
             else f"\n\n(about {message.id} from {message.sender}: {message.subject})"
         )
-        draft = Draft(
-            to=manager,
-            act="inform",
-            subject=f"Answer: {message.subject or message.act}"[:SUBJECT_MAX],
-            body=text + quote,
-            task=message.task,
-            # Only a message the person received can be replied to (the router checks).
-            in_reply_to=message.id if in_human_inbox else None,
-        )
-        # The send path every sender takes (mail.send): checked like any other draft.
-        send(self.paths, self.config, HUMAN, draft)
+        told = self.answered_by_mail(message)
+        for to in told:
+            draft = Draft(
+                to=to,
+                act="inform",
+                subject=f"Answer: {message.subject or message.act}"[:SUBJECT_MAX],
+                body=text + quote,
+                task=message.task,
+                # Only a message the person received can be replied to (the router
+                # checks); the thread is the question's either way.
+                in_reply_to=message.id if in_human_inbox else None,
+                conversation=message.conversation,
+            )
+            # The send path every sender takes (mail.send): checked like any other draft.
+            send(self.paths, self.config, HUMAN, draft)
         if in_human_inbox:
             mark_done(human, message.id)
         elif question is None:
             self._mark_answered(message.id)
+        return told
 
     def _record_task_answer(self, task_id: str, index: int, text: str) -> None:
         """The answer to a question recorded on a task (`hive task update --question`);
@@ -236,10 +249,15 @@ class PersonActions:
             await self.add_agent(hired)
             return ControlReply(ok=True, detail=action.done.format(agent=req.agent))
         if action.name == "answer":
-            error = await self._answer_request(req)
-            if error:
-                return ControlReply(ok=False, error=error)
-            return ControlReply(ok=True, detail=action.done.format(message=req.message))
+            told = await self._answer_request(req)
+            if isinstance(told, str):
+                return ControlReply(ok=False, error=told)
+            return ControlReply(
+                ok=True,
+                detail=action.done.format(
+                    message=req.message, to=_who(told, self.config.office.manager)
+                ),
+            )
         if action.name == "escalations":
             waiting = await asyncio.to_thread(self.waiting_for_person)
             escalations = [Escalation.of(m) for m in waiting]
@@ -309,7 +327,8 @@ class PersonActions:
             return str(e)
         return spec
 
-    async def _answer_request(self, req: ControlRequest) -> str | None:
+    async def _answer_request(self, req: ControlRequest) -> list[str] | str:
+        """Who got the answer, or why it was not sent."""
         if not req.text.strip():
             return "the answer is empty: say what the manager should do."
         too_big = check_draft(Draft(to=self.config.office.manager, subject="", body=req.text))
@@ -322,12 +341,11 @@ class PersonActions:
                 "those that do."
             )
         try:
-            await self.answer(message, req.text)
+            return await self.answer(message, req.text)
         except OSError as exc:
             return f"your answer could not be written ({exc}); try again once that is fixed."
         except tasks.LedgerError as exc:
             return f"your answer was not recorded: {exc}"
-        return None
 
     def waiting_for_person(self) -> list[Message]:
         """What waits for the person (escalations.waiting): their mail, the manager's
@@ -369,3 +387,10 @@ class PersonActions:
 
     def _agent_log(self, agent_id: str, text: str) -> None:
         self.plane.log(LogEvent(ts=utc_now_iso(), kind="agent", agent=agent_id, detail=text))
+
+
+def _who(told: list[str], manager: str) -> str:
+    """`jim and michael (the manager)`: the recipients of an answer, as the done sentence
+    names them."""
+    names = [f"{to} (the manager)" if to == manager else to for to in told]
+    return " and ".join(names)

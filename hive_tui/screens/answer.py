@@ -1,4 +1,5 @@
-"""Answer an escalation: the question, and the person's answer (sent to the manager)."""
+"""Answer an escalation: the question, and the person's answer (sent to whoever asked
+and to the manager)."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ class AnswerScreen(FormScreen[str]):
         if m.task:
             head += f"  task {escape(m.task)}"
         with Vertical(id="answer"):
-            yield Label("Answer (ctrl+s sends it to the manager, esc closes)")
+            yield Label("Answer (ctrl+s sends it to the asker and the manager, esc closes)")
             yield Static(head + "\n\n" + escape(clean(m.body)), id="question")
             yield TextArea(id="text")
             yield Label("", id="error")

@@ -71,7 +71,9 @@ def test_escalations_are_listed_and_answered(running: Running) -> None:
     assert not empty.ok and empty.error and "empty" in empty.error
 
     answered = ask(running, cmd="answer", message=question.id, text="SQLite, for now.")
-    assert answered.ok and answered.detail == f"Your answer to {question.id} went to the manager."
+    assert answered.ok and answered.detail == (
+        f"Your answer to {question.id} went to jim and michael (the manager)."
+    )
     manager = paths.mailbox(running.office.config.office.manager)
     answer = wait_for(
         lambda: [m for m in iter_inbox(manager) if m.in_reply_to == question.id],
@@ -104,6 +106,8 @@ def test_the_verbs_reach_the_office(running: Running) -> None:
     assert refused.exit_code == 1 and "waits for you" in refused.output
     answered = runner.invoke(cli, ["answer", *home, flagged.id, "Yes, ship it."])
     assert answered.exit_code == 0, answered.output
-    assert answered.output.strip() == f"Your answer to {flagged.id} went to the manager."
+    assert answered.output.strip() == (
+        f"Your answer to {flagged.id} went to jim and michael (the manager)."
+    )
     halted = runner.invoke(cli, ["halt", *home, "jim"])
     assert halted.exit_code == 0 and halted.output.strip() == "jim will stop at its next hook."
