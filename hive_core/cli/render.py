@@ -123,7 +123,9 @@ def roster(registry: Registry, caller: str, costs: Mapping[str, str] | None = No
     return "\n".join(lines)
 
 
-def log_event(event: LogEvent) -> str:
+def log_event(event: LogEvent, detail_width: int = PREVIEW_WIDTH) -> str:
+    """`hive log`'s line for `event`; a reason or detail past `detail_width` is cut (the
+    app's Log tab, which wraps, passes more)."""
     when = event.ts[:19].replace("T", " ")
     parts = []
     if event.sender or event.to:
@@ -142,7 +144,7 @@ def log_event(event: LogEvent) -> str:
         parts.append(event.msg)
     for extra in (event.reason, event.detail):
         if extra:
-            parts.append(f"- {preview(extra)}")
+            parts.append(f"- {preview(extra, detail_width)}")
     return f"{when}  {event.kind:<10}  {'  '.join(parts)}".rstrip()
 
 

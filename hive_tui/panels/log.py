@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from typing import ClassVar, NamedTuple
 
 from rich.cells import cell_len
@@ -16,7 +17,6 @@ from rich.segment import Segment
 from rich.style import Style
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.cache import LRUCache
 from textual.containers import Vertical
 from textual.geometry import Size
 from textual.scroll_view import ScrollView
@@ -28,6 +28,14 @@ from hive_core.cli.render import clean, log_event
 from hive_core.schema import HUMAN, ROUTER, SPECIAL_RECIPIENTS, LogEvent
 
 MAX_EVENTS = 5_000
+# The kind column ("route", "agent", "office"): the longer kinds (quarantine) push on.
+KIND_WIDTH = 6
+# Where a wrapped event's next lines start: under its kind, past the time (hh:mm:ss).
+HANG = 9
+# Narrower than this, the panel wraps as if it were this wide (the rest is cut).
+MIN_WIDTH = 20
+# A reason or detail in full up to this (the CLI's one-line form cuts it at 100).
+DETAIL_MAX = 2_000
 EMPTY_LOG = "Nothing has happened yet: routed messages, hooks and tasks show up here."
 
 # Addresses that appear in the log but are not someone the person would filter by.
@@ -61,12 +69,67 @@ def agents_in(events: Iterable[LogEvent]) -> list[str]:
 
 def log_runs(event: LogEvent) -> list[Run]:
     """`hive log`'s line for `event`, split into time, kind and the rest for styling."""
-    line = clean(log_event(event))
+    line = clean(log_event(event, DETAIL_MAX))
     # log_event starts with the 19-character time, two spaces, the kind padded to 10.
     time_end = len(event.ts[:19])
     kind_end = time_end + 2 + max(len(event.kind), 10)
     kind_role = "bad" if event.kind in _BAD_KINDS else "kind"
-    return [(line[:time_end], "time"), (line[time_end:kind_end], kind_role), (line[kind_end:], "")]
+    return [
+        (line[:time_end], "time"),
+        (line[time_end:kind_end].strip(), kind_role),
+        (line[kind_end:].strip(), ""),
+    ]
+
+
+def row_lines(runs: list[Run], width: int, today: str) -> list[list[Run]]:
+    """An event's row as the panel shows it in `width` cells: the time (the date only if
+    not `today`), the kind, then the text wrapped at spaces; the lines after the first
+    hang under the kind, so the times stay a column to read down."""
+    (stamp, _), (kind, kind_role), (text, _) = runs
+    date, _, clock = stamp.partition(" ")
+    when = clock if date == today else f"{date[5:]} {clock[:5]}"
+    head: list[Run] = [(when, "time"), (" ", ""), (kind.ljust(KIND_WIDTH), kind_role), (" ", "")]
+    room = width - sum(cell_len(t) for t, _ in head)
+    lines: list[list[Run]] = []
+    flat = text.replace("\n", " ").replace("\t", " ")
+    for chunk in wrap(flat, room, width - HANG):
+        lines.append([*head, (chunk, "")] if not lines else [(" " * HANG, ""), (chunk, "")])
+    return lines or [head]
+
+
+def wrap(text: str, first: int, rest: int) -> list[str]:
+    """`text` in lines of at most `first` cells, then `rest`, broken at spaces (a word
+    longer than a line is cut)."""
+    lines: list[str] = []
+    line = ""
+    for word in text.split(" "):
+        room = max(1, first if not lines else rest)
+        joined = f"{line} {word}" if line else word
+        if cell_len(joined) <= room:
+            line = joined
+            continue
+        if line:
+            lines.append(line)
+            room = max(1, rest)
+        while cell_len(word) > room:
+            cut = _fit(word, room)
+            lines.append(word[:cut])
+            word = word[cut:]
+            room = max(1, rest)
+        line = word
+    if line or not lines:
+        lines.append(line)
+    return lines
+
+
+def _fit(word: str, room: int) -> int:
+    """How many characters of `word` fit in `room` cells (at least one)."""
+    used = 0
+    for i, ch in enumerate(word):
+        used += cell_len(ch)
+        if used > room:
+            return max(1, i)
+    return len(word)
 
 
 def next_filter(current: str | None, agents: list[str], step: int) -> str | None:
@@ -77,12 +140,13 @@ def next_filter(current: str | None, agents: list[str], step: int) -> str | None
 
 
 class LogLines(ScrollView, can_focus=True):
-    """The event rows; scrolled with up/down, pageup/pagedown, home (newest) and end."""
+    """The event rows, each wrapped to the width; scrolled with up/down, pageup/pagedown,
+    home (newest) and end."""
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {"log--time", "log--kind", "log--bad", "log--empty"}
 
     DEFAULT_CSS = """
-    LogLines { scrollbar-gutter: stable; padding: 0 1; }
+    LogLines { scrollbar-gutter: stable; overflow-x: hidden; padding: 0 1; }
     LogLines > .log--time { color: $text-muted; }
     LogLines > .log--kind { color: $accent; }
     LogLines > .log--bad { color: $error; text-style: bold; }
@@ -93,23 +157,62 @@ class LogLines(ScrollView, can_focus=True):
         super().__init__(id=id)
         self.rows: list[LogRow] = []  # newest first
         self.empty_text = EMPTY_LOG
-        self._strips: LRUCache[int, Strip] = LRUCache(1024)
+        # Each row's lines at `_wrapped_at` (width, today), by sequence: a new event costs
+        # its own wrap, a resize (or midnight) every row's once.
+        self._wrapped: dict[int, list[Strip]] = {}
+        self._wrapped_at: tuple[int, str] = (0, "")
+        # Screen line -> (index in rows, line of that row).
+        self._index: list[tuple[int, int]] = []
         self._styles: dict[str, Style] = {}
 
-    def set_rows(self, rows: list[LogRow], width: int, *, added_on_top: int = 0) -> None:
-        """Show `rows` (`width`: the widest, in cells); a reader scrolled down stays on the
-        events they were reading."""
+    def set_rows(self, rows: list[LogRow], *, added_on_top: int = 0) -> None:
+        """Show `rows`; a reader scrolled down stays on the events they were reading."""
         keep_place = added_on_top and round(self.scroll_y) > 0
         self.rows = rows
-        self.virtual_size = Size(width, len(rows))
+        self._reindex()
         if keep_place:
-            self.scroll_to(y=self.scroll_y + added_on_top, animate=False, immediate=True)
+            pushed = sum(len(self._lines_of(row)) for row in rows[:added_on_top])
+            self.scroll_to(y=self.scroll_y + pushed, animate=False, immediate=True)
+        self.refresh()
+
+    def row_at(self, y: int) -> LogEvent | None:
+        """The event drawn on line `y` of the view."""
+        line = round(self.scroll_y) + y
+        return self.rows[self._index[line][0]].event if 0 <= line < len(self._index) else None
+
+    def _reindex(self) -> None:
+        width = self.scrollable_content_region.width
+        at = (width, datetime.now(UTC).date().isoformat())
+        if at != self._wrapped_at:
+            self._wrapped.clear()
+            self._wrapped_at = at
+        keep = {row.sequence for row in self.rows}
+        for sequence in self._wrapped.keys() - keep:
+            del self._wrapped[sequence]  # evicted from the buffer, or filtered out
+        self._index = [
+            (i, k) for i, row in enumerate(self.rows) for k in range(len(self._lines_of(row)))
+        ]
+        self.virtual_size = Size(width, len(self._index))
+
+    def _lines_of(self, row: LogRow) -> list[Strip]:
+        strips = self._wrapped.get(row.sequence)
+        if strips is None:
+            width, today = self._wrapped_at
+            strips = [
+                Strip(Segment(text, self._style(role)) for text, role in line)
+                for line in row_lines(row.runs, max(width, MIN_WIDTH), today)
+            ]
+            self._wrapped[row.sequence] = strips
+        return strips
+
+    def on_resize(self) -> None:
+        self._reindex()
         self.refresh()
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._styles.clear()
-        self._strips.clear()
+        self._wrapped.clear()
 
     def _style(self, role: str) -> Style:
         style = self._styles.get(role)
@@ -119,23 +222,18 @@ class LogLines(ScrollView, can_focus=True):
         return style
 
     def render_line(self, y: int) -> Strip:
-        scroll_x, scroll_y = self.scroll_offset
         width = self.size.width
-        row = scroll_y + y
+        line = round(self.scroll_y) + y
         plain = self._style("")
         if not self.rows:
             if y == 0:
                 empty = Strip([Segment(self.empty_text, self._style("empty"))])
                 return empty.crop_extend(0, width, plain)
             return Strip.blank(width, plain)
-        if row >= len(self.rows):
+        if line >= len(self._index):
             return Strip.blank(width, plain)
-        sequence, _, runs = self.rows[row]
-        strip = self._strips.get(sequence)
-        if strip is None:
-            strip = Strip(Segment(text, self._style(role)) for text, role in runs)
-            self._strips[sequence] = strip
-        return strip.crop_extend(scroll_x, scroll_x + width, plain)
+        i, k = self._index[line]
+        return self._lines_of(self.rows[i])[k].crop_extend(0, width, plain)
 
 
 class LogPanel(Vertical):
@@ -161,9 +259,6 @@ class LogPanel(Vertical):
         super().__init__(id=id)
         self._rows: deque[LogRow] = deque(maxlen=max_events)
         self._sequence = 0
-        # The widest line seen (cells): the horizontal scroll range. It never shrinks,
-        # which costs a little blank scroll room and saves rescanning the buffer.
-        self._width = 0
         self._filter: str | None = None
 
     def compose(self) -> ComposeResult:
@@ -190,7 +285,6 @@ class LogPanel(Vertical):
             return
         events = [event for event, _ in formatted]
         for event, runs in formatted:
-            self._width = max(self._width, sum(cell_len(text) for text, _ in runs))
             self._rows.append(LogRow(self._sequence, event, runs))
             self._sequence += 1
         if self.is_mounted:
@@ -221,7 +315,7 @@ class LogPanel(Vertical):
             if self._filter
             else EMPTY_LOG
         )
-        lines.set_rows(rows, self._width, added_on_top=added_on_top)
+        lines.set_rows(rows, added_on_top=added_on_top)
         self.query_one("#log-status", Static).update(self._status())
 
     def on_mount(self) -> None:

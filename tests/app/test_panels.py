@@ -29,7 +29,16 @@ from hive_tui.panels.board import (
     wrap_offsets,
 )
 from hive_tui.panels.inbox import EMPTY_INBOX, InboxPanel
-from hive_tui.panels.log import LogPanel, agents_in, involves, log_runs, next_filter
+from hive_tui.panels.log import (
+    LogLines,
+    LogPanel,
+    agents_in,
+    involves,
+    log_runs,
+    next_filter,
+    row_lines,
+    wrap,
+)
 from hive_tui.panels.tasks import EMPTY_TASKS, TasksPanel, open_questions, ordered, task_row
 
 M = TypeVar("M", bound=TextualMessage)
@@ -323,7 +332,49 @@ def test_log_runs_split_time_kind_and_text():
     assert "\x1b" not in "".join(text for text, _ in bad)
 
 
+def test_log_row_wraps_with_the_time_column_kept():
+    runs = log_runs(
+        LogEvent(
+            ts="2026-12-05T08:43:28.120Z",
+            kind="agent",
+            agent="michael",
+            detail="started claude (pid 4242) in /home/pam/work/lexer, resuming session abc",
+        )
+    )
+    lines = row_lines(runs, 40, today="2026-12-05")
+    text = ["".join(t for t, _ in line) for line in lines]
+    # Today: the time alone; the kind short; every word there, none past the width.
+    assert text[0].startswith("08:43:28 agent  michael  - started")
+    assert all(len(t) <= 40 for t in text) and len(text) > 1
+    assert all(t.startswith(" " * 9) and t[9] != " " for t in text[1:])
+    assert " ".join(text).split() == ["08:43:28", "agent", *runs[2][0].split()]
+    # Another day: its date, the time to the minute.
+    other = row_lines(runs, 40, today="2026-12-06")
+    assert "".join(t for t, _ in other[0]).startswith("12-05 08:43 agent")
+    # A word longer than a line is cut across lines, not lost.
+    assert wrap("a " + "x" * 25, 10, 8) == ["a", "xxxxxxxx", "xxxxxxxx", "xxxxxxxx", "x"]
+    assert wrap("", 10, 8) == [""]
+
+
 # --- log: widget ------------------------------------------------------------------------
+
+
+def test_log_rows_wrap_to_the_panel_and_show_every_word():
+    panel = LogPanel()
+    detail = "could not start: exited (code 1) right after it started (0.2 s). " * 2
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        panel.add([LogEvent(ts="2026-01-01T10:00:00Z", kind="agent", agent="jim", detail=detail)])
+        await pilot.pause()
+        lines = panel.query_one(LogLines)
+        width = lines.scrollable_content_region.width
+        drawn = [lines.render_line(y).text for y in range(lines.size.height)]
+        shown = [line.rstrip() for line in drawn if line.strip()]
+        assert len(shown) > 1 and all(len(line) <= width + 1 for line in shown)
+        assert " ".join(" ".join(shown).split()).endswith(" ".join(detail.split()))
+        assert lines.virtual_size.width <= lines.size.width  # nothing to scroll sideways
+
+    run_panel(panel, scenario, size=(40, 20))
 
 
 def test_log_newest_first_and_filtered_by_agent():
@@ -375,14 +426,15 @@ def test_log_is_bounded_and_keeps_a_scrolled_reader_in_place():
         await pilot.pause()
         assert len(panel.shown) == 100
         assert panel.shown[-1].msg == "m00050"
-        lines = panel.query_one("#log-lines")
+        lines = panel.query_one(LogLines)
         lines.scroll_to(y=10, animate=False)
         await pilot.pause()
-        reading = panel.shown[10]
+        reading = lines.row_at(0)
+        assert reading is not None and reading is not panel.shown[0]
         panel.add([log_event(n, "pam", "jim") for n in range(150, 153)])
         await pilot.pause()
-        assert lines.scroll_y == 13
-        assert panel.shown[13] is reading
+        assert lines.scroll_y > 10
+        assert lines.row_at(0) is reading
 
     run_panel(panel, scenario)
 
