@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from rich.markup import escape
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
@@ -28,27 +28,35 @@ class HelpScreen(ModalScreen[None]):
         self.prefix = prefix
 
     def compose(self) -> ComposeResult:
-        prefix = escape(self.prefix)
-        lines = [
-            "[b]Keys[/b]",
+        # Built as styled text, not markup: `[` is a key (copy mode), and markup would read
+        # the padded `[    ` before `[/b]` as the start of a tag (issue 23: `[    [/b]`).
+        prefix = self.prefix
+        bold = "bold"
+        lines: list[str | Text] = [
+            Text("Keys", bold),
             "",
             "Every key goes to the focused agent's terminal (esc, ctrl+c, tab, shift+tab, "
             "ctrl+r, ctrl+b ... included), except:",
             "",
-            *[f"  [b]{keys:<15}[/b] {text}" for keys, _, text in DIRECT_KEYS],
-            f"  [b]{prefix}[/b] then one key (AGENT is the focused agent):",
+            *[
+                Text.assemble("  ", (f"{keys:<15}", bold), f" {text}")
+                for keys, _, text in DIRECT_KEYS
+            ],
+            Text.assemble("  ", (prefix, bold), " then one key (AGENT is the focused agent):"),
         ]
-        lines += [f"    [b]{key:<5}[/b] {escape(text)}" for key, text in help_rows()]
         lines += [
-            f"    [b]{prefix}[/b] send {prefix} itself to the agent",
+            Text.assemble("    ", (f"{key:<5}", bold), f" {text}") for key, text in help_rows()
+        ]
+        lines += [
+            Text.assemble("    ", (prefix, bold), f" send {prefix} itself to the agent"),
             "",
             "In a pane: shift+pageup/pagedown scroll back; typing returns to the live screen.",
             "In a panel or on the map: the keys are theirs; esc goes back to the agent's pane.",
             "",
-            "[dim]esc closes this.[/dim]",
+            Text("esc closes this.", "dim"),
         ]
         with VerticalScroll(id="help"):
-            yield Static("\n".join(lines))
+            yield Static(Text("\n").join(Text(x) if isinstance(x, str) else x for x in lines))
 
     def on_mount(self) -> None:
         # Taller than a small terminal: arrows and page keys scroll it.
