@@ -69,6 +69,13 @@ def badges(info: AgentInfo) -> str:
     return "".join(marks)
 
 
+def fit(name: str, room: int) -> str:
+    """`name` in `room` cells; a cut name ends in `…`, so it never reads as a shorter one."""
+    if len(name) <= room:
+        return name
+    return name[: room - 1] + "…" if room > 1 else ""
+
+
 @dataclass
 class _Flight:
     path: list[Point]
@@ -335,12 +342,19 @@ class OfficeMap(Widget, can_focus=True):
         elif here.width >= 3:
             room = here.width - 2
             word = f" {station.activity}" if plan.listing else ""
-            name = (info.name + word)[: max(0, room - len(marks) - (1 if marks else 0))]
+            name = fit(info.name + word, room - len(marks) - (1 if marks else 0))
             label_style = Style(color=colour, reverse=selected, dim=station.greyed)
+            # The desk's nameplate lies under a seated avatar's label: cleared first, so a
+            # shortened name does not show the plate's tail against the marks.
+            paint(here.x + 2, " " * room, Style())
             paint(here.x + 2, name, label_style)
             if marks:
                 at = here.x + 2 + len(name) + (1 if name else 0)
-                paint(at, marks[:room], NEEDS_YOU if info.needs_you else label_style)
+                paint(
+                    at,
+                    marks[: room - (at - here.x - 2)],
+                    NEEDS_YOU if info.needs_you else label_style,
+                )
 
     # -- selection -----------------------------------------------------------------------
 
