@@ -71,7 +71,9 @@ class DiffScreen(ModalScreen[None]):
 
     DEFAULT_CSS = """
     DiffScreen { align: center middle; }
-    #diff-box { width: 100%; height: 100%; border: round $accent; background: $surface; }
+    /* What is left under the status line (and a merge's result): a box of 100% would
+       push its bottom border off the screen. */
+    #diff-box { width: 100%; height: 1fr; border: round $accent; background: $surface; }
     #diff-files { width: 45%; height: 1fr; }
     #diff-hunks { width: 1fr; height: 1fr; border-left: solid $panel; }
     #diff-status { height: 1; color: $text-muted; }
