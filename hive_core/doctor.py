@@ -16,6 +16,7 @@ from hive_core.agents.supervisor import tool_path
 from hive_core.committer import check_repo
 from hive_core.config import ConfigError, load_office
 from hive_core.health import read_health
+from hive_core.hint import office_command
 from hive_core.paths import SOCKET_PATH_MAX, HivePaths
 from hive_core.schema import AgentSpec
 
@@ -76,7 +77,7 @@ def run_checks(paths: HivePaths) -> list[Check]:
             True,
             f"office running (pid {pid})"
             if pid
-            else "office not running (start it with `hive-office serve`)",
+            else f"office not running (`{office_command(paths.home)}` starts it)",
         )
     )
     if pid:
