@@ -1,18 +1,21 @@
-"""Textual key events -> the bytes an xterm (TERM=xterm-256color) sends to its child.
+"""Textual key events -> the bytes a program in a tmux pane reads for that key.
 
 Pure: a key name and character in, bytes out; no Textual widget or app involved.
 
 Textual names a key `mod+mod+base` (modifiers in any order: "ctrl+shift+left",
 "alt+ctrl+a"). `character` is what the terminal typed, when Textual knows it: "a",
 "é", "😀", "\\x01" for legacy ctrl+a, but None for most keys reported through the
-kitty keyboard protocol (which Textual turns on), so the base name is the source of
-truth and `character` is used only for plain, unmodified text.
+kitty keyboard protocol (which Textual turns on where the terminal has it), so the base
+name is the source of truth and `character` is used only for plain text and for the
+control character a legacy terminal sent (ctrl+h arrives as "backspace" with "\\x08").
 
-The encodings are xterm's defaults (modifyCursorKeys=2, modifyFunctionKeys=2,
-modifyOtherKeys off, alt/meta sends ESC), with one deliberate exception: shift+enter
-sends ESC CR, the "meta+enter" that Claude Code (and readline-style editors) take as a
-newline, which is also what Claude Code's own terminal setup maps shift+enter to.
-Plain xterm would send a bare CR and submit the prompt.
+The encodings are tmux's (input-keys.c, `extended-keys off`, the default): xterm's
+modified keys (CSI 1;<mod> X, CSI <n>;<mod> ~), alt/meta as an ESC prefix, and home
+and end as CSI 1 ~ and CSI 4 ~. tests/e2e/test_keys_parity.py holds them against a
+plain tmux pane byte for byte. One deliberate exception: shift+enter sends ESC CR, the
+"meta+enter" that Claude Code (and readline-style editors) take as a newline, which is
+also what Claude Code's own terminal setup maps shift+enter to. tmux sends a bare CR,
+which submits the prompt (only terminals with the kitty protocol tell shift+enter apart).
 """
 
 from __future__ import annotations
@@ -27,9 +30,12 @@ SS3 = ESC + "O"
 # Meta is folded into alt: terminals send meta as an ESC prefix as well.
 _MODIFIER_BITS = {"shift": 1, "alt": 2, "meta": 2, "ctrl": 4}
 
-# Keys xterm sends as CSI <final> (SS3 <final> in application-cursor mode) unmodified and
+# Keys sent as CSI <final> (SS3 <final> in application-cursor mode) unmodified and
 # CSI 1;<mod> <final> with modifiers.
-_CURSOR_FINAL = {"up": "A", "down": "B", "right": "C", "left": "D", "home": "H", "end": "F"}
+_CURSOR_FINAL = {"up": "A", "down": "B", "right": "C", "left": "D"}
+# Home and end: CSI 1;<mod> <final> with modifiers, tmux's CSI 1 ~ / CSI 4 ~ without
+# (in either cursor mode).
+_HOME_END = {"home": ("H", 1), "end": ("F", 4)}
 # F1-F4 are SS3 P..S unmodified, CSI 1;<mod> P..S with modifiers.
 _PF_FINAL = {"f1": "P", "f2": "Q", "f3": "R", "f4": "S"}
 # Keys xterm sends as CSI <n> ~ (CSI <n>;<mod> ~ with modifiers).
@@ -97,6 +103,9 @@ def _special(base: str, bits: int, app_cursor: bool) -> str | None:
         if mod > 1:
             return f"{CSI}1;{mod}{final}"
         return (SS3 if app_cursor else CSI) + final
+    if base in _HOME_END:
+        final, code = _HOME_END[base]
+        return f"{CSI}1;{mod}{final}" if mod > 1 else f"{CSI}{code}~"
     if base in _PF_FINAL:
         final = _PF_FINAL[base]
         return f"{CSI}1;{mod}{final}" if mod > 1 else SS3 + final
@@ -121,11 +130,16 @@ def _named(base: str, shift: bool, ctrl: bool) -> str | None:
     return None
 
 
-def encode_key(key: str, character: str | None, *, app_cursor: bool = False) -> bytes | None:
-    """The bytes xterm would send for the Textual key `key`, or None if it sends none.
+def _is_control(character: str) -> bool:
+    return ord(character) < 0x20 or character == "\x7f"
 
-    `app_cursor` is the child's DECCKM mode (ESC [ ? 1 h): unmodified arrows, home and
-    end are then sent as SS3 sequences.
+
+def encode_key(key: str, character: str | None, *, app_cursor: bool = False) -> bytes | None:
+    """The bytes tmux would send its pane's program for the Textual key `key`, or None
+    if it sends none.
+
+    `app_cursor` is the child's DECCKM mode (ESC [ ? 1 h): unmodified arrows are then
+    sent as SS3 sequences.
     """
     parsed = _parse(key)
     if parsed is None:
@@ -139,7 +153,12 @@ def encode_key(key: str, character: str | None, *, app_cursor: bool = False) -> 
 
     if base == "enter" and shift and not ctrl:
         alt = True  # shift+enter: a newline in the prompt, see the module docstring
-    text = _named(base, shift, ctrl)
+    if character is not None and len(character) == 1 and _is_control(character):
+        # The control character the terminal sent (with alt: after the ESC prefix). Its
+        # name can stand for two: ctrl+h and backspace are both "backspace".
+        text: str | None = character
+    else:
+        text = _named(base, shift, ctrl)
     if text is None:
         if not (alt or ctrl) and character and character.isprintable():
             # The typed text itself: right for any keyboard layout, non-ASCII and emoji.
