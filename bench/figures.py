@@ -11,8 +11,8 @@ prints, beside the bench's own prose:
 `ok` is True (target met), False (over) or None (no target: a reference figure).
 `command` defaults to the running script, e.g. "bench/bench_scale.py"; give the
 sub-command when the script has several. run_all collects these lines from every
-bench; `bench/run_all --readme` writes them as README's Figures table, one row each, in
-the order printed, so a bench decides its rows' wording and order.
+bench; `bench/run_all --figures` writes them as the table in docs/figures.md, one row
+each, in the order printed, so a bench decides its rows' wording and order.
 """
 
 from __future__ import annotations
