@@ -26,8 +26,9 @@ class PersonAction(NamedTuple):
     help: str
     """One sentence for `--help` and the app's help screen."""
     done: str
-    """What is true afterwards, said to the person (`{agent}` / `{message}`, and for an
-    answer `{to}`, who got it, filled in)."""
+    """What is true afterwards, said to the person (`{agent}` / `{message}`, `{office}`
+    the office's `hive-office` command line, and for an answer `{to}`, who got it, filled
+    in)."""
     key: str | None = None
     """The app's key after the prefix; None where the app acts another way (typing goes
     to the focused pane, answers from the Inbox panel)."""
@@ -50,7 +51,7 @@ ACTIONS: tuple[PersonAction, ...] = (
         "pause",
         "agent",
         "Pause AGENT: its next tool call is refused and it is not kept working for mail.",
-        "{agent} is paused; `hive-office resume {agent}` lets it go on.",
+        "{agent} is paused; `{office} resume {agent}` lets it go on.",
         key="x",
         label="pause",
     ),
@@ -64,7 +65,8 @@ ACTIONS: tuple[PersonAction, ...] = (
     PersonAction(
         "halt",
         "agent",
-        "Halt AGENT: it stops at its next hook (`resume` lets it go on).",
+        "Halt AGENT: it stops at its next hook (`resume` lets it go on); an agent without "
+        "hooks (a shell desk) cannot be halted.",
         "{agent} will stop at its next hook.",
         key="h",
         label="halt",

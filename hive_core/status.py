@@ -109,6 +109,7 @@ class Signals(msgspec.Struct, frozen=True, kw_only=True):
     limit_text: str | None = None  # limit text in the pane's output after the last hook
     stall_after_s: float = 300.0
     link: LinkDown | None = None  # a remote desk's dropped ssh link
+    command: str = "hive-office"  # the office's command line hints name (hint.py)
 
 
 class AgentStatus(msgspec.Struct, frozen=True):
@@ -128,7 +129,7 @@ def explain(s: Signals, now: float) -> AgentStatus:
     if s.status == "archived":
         return AgentStatus(
             "archived",
-            "It was archived: its mail goes to the manager; `hive-office spawn "
+            f"It was archived: its mail goes to the manager; `{s.command} spawn "
             f"{s.id}` brings it back.",
             "registry: archived",
         )
@@ -142,14 +143,14 @@ def explain(s: Signals, now: float) -> AgentStatus:
         return AgentStatus(
             "halted",
             f"The person halted it: its next tool call is refused and its turn is not "
-            f"kept going; `hive-office resume {s.id}` lets it go on.",
+            f"kept going; `{s.command} resume {s.id}` lets it go on.",
             f"halted; {_last_event(s)}",
         )
     if s.paused:
         return AgentStatus(
             "paused",
             f"The person paused it: tool calls are refused and mail is not pushed on it; "
-            f"`hive-office resume {s.id}`.{_mail_note(s)}",
+            f"`{s.command} resume {s.id}`.{_mail_note(s)}",
             f"paused; {_last_event(s)}",
         )
     if s.failure is not None and s.failure.error in LIMIT_ERRORS:
@@ -237,7 +238,7 @@ def _not_running(s: Signals) -> AgentStatus:
         return AgentStatus(
             "offline",
             "Not started (the office runs with --no-agents, or it was never spawned); "
-            f"`hive-office spawn {s.id}` starts it.",
+            f"`{s.command} spawn {s.id}` starts it.",
             f"no process; {_last_event(s)}",
         )
     if s.start_failed:
@@ -259,7 +260,7 @@ def _not_running(s: Signals) -> AgentStatus:
         cause = f"It exited with code {code}: it failed or quit on an error; its pane shows why."
     return AgentStatus(
         "exited",
-        f"{cause} `hive-office spawn {s.id}` starts it again.",
+        f"{cause} `{s.command} spawn {s.id}` starts it again.",
         f"exit status {code}; {_last_event(s)}",
     )
 
@@ -270,7 +271,7 @@ def _disconnected(s: Signals) -> AgentStatus:
     reason = link.reason if link is not None else "the ssh connection ended"
     if link is not None and link.delay is None:
         then = f"The office does not reconnect it ({link.stopped or 'stopped'}); " + (
-            f"`hive-office spawn {s.id}` does."
+            f"`{s.command} spawn {s.id}` does."
         )
         plan = "not reconnecting"
     else:

@@ -12,6 +12,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, NoReturn
 
 import click
@@ -25,6 +26,7 @@ from hive_core.cli.render import preview, why_text
 from hive_core.cli.worktree_cmd import OFFICE_COMMANDS
 from hive_core.config import ConfigError, load_office
 from hive_core.hive import init_office, tighten_modes
+from hive_core.hint import office_command
 from hive_core.office import Office, OfficeBusy, daemon, office_lock
 from hive_core.paths import HivePaths, resolve_home
 from hive_core.schema import ControlReply, ControlRequest
@@ -103,7 +105,9 @@ def init(ctx: click.Context, home: str | None) -> None:
             click.echo(f"  {item}")
     else:
         click.echo(f"The office in {paths.home} is complete; nothing to create.")
-    click.echo(f"Edit {paths.office_toml} to change the team, then run `hive-office serve`.")
+    click.echo(
+        f"Edit {paths.office_toml} to change the team, then run `{office_command(paths.home)}`."
+    )
 
 
 @cli.command()
@@ -124,7 +128,9 @@ def serve(ctx: click.Context, home: str | None, no_agents: bool) -> None:
         signal.signal(sig, lambda signum, _frame: early.append(signum))
     paths = _paths(home or ctx.obj["home"])
     if not paths.hive.is_dir():
-        fail(f"there is no office in {paths.home}. Run `hive-office init` first.")
+        fail(
+            f"there is no office in {paths.home}. Run `{office_command(paths.home, 'init')}` first."
+        )
     try:
         config = load_office(paths.office_toml)
     except ConfigError as e:
@@ -248,7 +254,9 @@ def _control(
         reply = control.request(paths.control_socket, req)
     except ConnectionError:
         if offline is None:
-            fail(f"no office is running on {paths.home}; start one with `hive-office serve`.")
+            fail(
+                f"no office is running on {paths.home}; `{office_command(paths.home)}` starts one."
+            )
         reply = offline(paths, req)
     if not reply.ok:
         fail(reply.error or "the office refused.")
@@ -346,17 +354,17 @@ def _hire_offline(paths: HivePaths, req: ControlRequest) -> ControlReply:
     )
 
 
-def _show(action: PersonAction, reply: ControlReply, params: dict[str, Any]) -> None:
+def _show(action: PersonAction, reply: ControlReply, params: dict[str, Any], home: Path) -> None:
     if action.name == "escalations" and not params.get("as_json"):
         waiting = msgspec.json.decode(reply.detail or "[]", type=list[Escalation])
-        click.echo(render_escalations(waiting))
+        click.echo(render_escalations(waiting, home))
     elif action.name == "why" and not params.get("as_json"):
         click.echo(why_text(params["agent"], reply.detail))
     elif reply.detail:
         click.echo(reply.detail)
 
 
-def render_escalations(waiting: list[Escalation]) -> str:
+def render_escalations(waiting: list[Escalation], home: Path) -> str:
     """The person's waiting mail as lines; what others wrote is shown cleaned."""
     if not waiting:
         return "Nothing waits for you."
@@ -371,7 +379,7 @@ def render_escalations(waiting: list[Escalation]) -> str:
         )
         subject = preview(e.subject) or "(no subject)"
         lines.append(f"  {e.id}  {preview(e.sender):<{sender_w}}  {subject}{flags}")
-    lines.append("Answer one: `hive-office answer ID TEXT`.")
+    lines.append(f"Answer one: `{office_command(home, 'answer', 'ID', 'TEXT')}`.")
     return "\n".join(lines)
 
 
@@ -379,8 +387,9 @@ def _action_command(action: PersonAction) -> click.Command:
     def callback(home: str | None, **params: Any) -> None:
         ctx = click.get_current_context()
         offline = _hire_offline if action.name == "hire" else None
-        reply = _control(home or ctx.obj["home"], _request(action, params), offline)
-        _show(action, reply, params)
+        home = home or ctx.obj["home"]
+        reply = _control(home, _request(action, params), offline)
+        _show(action, reply, params, _paths(home).home)
 
     target = {"agent": [click.Argument(["agent"])], "message": [click.Argument(["message"])]}
     return click.Command(

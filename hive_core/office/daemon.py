@@ -38,6 +38,7 @@ import msgspec
 
 from hive_core.caller import request
 from hive_core.fsio import atomic_write
+from hive_core.hint import office_command
 from hive_core.office.lock import _flock_holder
 from hive_core.paths import HivePaths
 from hive_core.schema import ControlRequest, Registry
@@ -55,7 +56,9 @@ _GONE_STATES = {"offline", "exited", "archived"}
 
 class NotRunning(Exception):
     def __init__(self, paths: HivePaths) -> None:
-        super().__init__(f"no office runs on {paths.home}; `hive-office` starts one.")
+        super().__init__(
+            f"no office runs on {paths.home}; `{office_command(paths.home)}` starts one."
+        )
 
 
 class StartFailed(Exception):

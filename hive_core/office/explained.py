@@ -41,6 +41,7 @@ class StatusKeeper:
         stall_after_s: float,
         cap_told: Callable[[str], frozenset[str]],
         log: Callable[[str, str], None],
+        command: str = "hive-office",
     ) -> None:
         self.states = states
         self.supervisor = supervisor
@@ -51,6 +52,8 @@ class StatusKeeper:
         # The released ids someone was told about, per agent (the office's notices).
         self.cap_told = cap_told
         self.log = log
+        # The office's `hive-office` command line, which the sentences of why name.
+        self.command = command
         # The last failure logged per agent, so a lasting one is logged once.
         self.faults: dict[str, str] = {}
         self.tails: dict[str, bytearray] = {}
@@ -127,6 +130,7 @@ class StatusKeeper:
             failure=state.failure,
             limit_text=self._limit_text(state.id) if alive else None,
             stall_after_s=self.stall_after_s,
+            command=self.command,
         )
 
     def _started(self, state: AgentState, now: float) -> float | None:

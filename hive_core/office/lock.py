@@ -8,6 +8,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from hive_core.hint import office_command
 from hive_core.paths import HivePaths
 
 
@@ -15,8 +16,9 @@ class OfficeBusy(Exception):
     def __init__(self, paths: HivePaths, pid: int | None) -> None:
         who = f"pid {pid}" if pid else "another process"
         super().__init__(
-            f"another office is already running on {paths.home} ({who}). Stop it first "
-            f"(kill {pid or '<pid>'}), or use --home for a different office."
+            f"another office is already running on {paths.home} ({who}): "
+            f"`{office_command(paths.home)}` shows it, `{office_command(paths.home, 'stop')}` "
+            "stops it; or use --home for a different office."
         )
         self.pid = pid
 

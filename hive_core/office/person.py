@@ -6,19 +6,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import ClassVar
 
 import msgspec
 
 from hive_core import escalations, leases, tasks
 from hive_core.actions import BY_NAME, Escalation
+from hive_core.agents.provider import Provider
 from hive_core.agents.state import AgentState, AgentStates
 from hive_core.agents.supervisor import Supervisor
 from hive_core.committer import Committer
 from hive_core.control import refused
 from hive_core.events.plane import EventPlane
 from hive_core.fsio import ensure_dir
+from hive_core.hint import office_command
 from hive_core.hire import HireRefused, hire_into, on_the_roster, spec_from_request
 from hive_core.ids import utc_now_iso
 from hive_core.mail import (
@@ -69,6 +71,7 @@ class PersonActions:
     registry: RegistryPublisher
     status: StatusKeeper
     add_agent: Callable[[AgentSpec], Awaitable[None]]
+    providers: Mapping[str, Provider]
 
     async def type_into(self, agent_id: str, text: str, *, enter: bool = True) -> None:
         """Type into an agent's terminal as the person: a paste (bracketed where the
@@ -229,7 +232,7 @@ class PersonActions:
         the action's done sentence, or (what only reads) its JSON."""
         action = BY_NAME.get(req.cmd)
         if action is None:
-            return refused(f"{req.cmd!r} is not an action; `hive-office --help` lists them")
+            return refused(f"{req.cmd!r} is not an action; `{self._command('--help')}` lists them")
         if action.target == "agent":
             state = self.states.get(req.agent or "")
             if state is None:
@@ -241,13 +244,17 @@ class PersonActions:
                 return ControlReply(ok=False, error=error)
             if action.name == "why":
                 return ControlReply(ok=True, detail=msgspec.json.encode(state.explained).decode())
-            return ControlReply(ok=True, detail=action.done.format(agent=state.id))
+            return ControlReply(
+                ok=True, detail=action.done.format(agent=state.id, office=self._command())
+            )
         if action.name == "hire":
             hired = self._hire_request(req)
             if isinstance(hired, str):
                 return ControlReply(ok=False, error=hired)
             await self.add_agent(hired)
-            return ControlReply(ok=True, detail=action.done.format(agent=req.agent))
+            return ControlReply(
+                ok=True, detail=action.done.format(agent=req.agent, office=self._command())
+            )
         if action.name == "answer":
             told = await self._answer_request(req)
             if isinstance(told, str):
@@ -282,6 +289,15 @@ class PersonActions:
         return None
 
     async def _halt_request(self, state: AgentState, req: ControlRequest) -> str | None:
+        provider = state.spec.provider
+        if self.providers[provider].hookless:
+            # A halt is a refusal at the agent's next hook; a CLI without hooks never
+            # reaches one, so a halt set on it would only look like one.
+            return (
+                f"{state.id} cannot be halted: its CLI ({provider}) has no hooks to stop it "
+                f"at, so nothing was changed. Interrupt it in its pane (ctrl+c), or "
+                f"`{self._command('archive', state.id)}` stops its CLI."
+            )
         self.halt(state.id)
         return None
 
@@ -337,8 +353,8 @@ class PersonActions:
         message = await asyncio.to_thread(self._waiting_message, req.message or "")
         if message is None:
             return (
-                f"no message {req.message!r} waits for you; `hive-office escalations` lists "
-                "those that do."
+                f"no message {req.message!r} waits for you; "
+                f"`{self._command('escalations')}` lists those that do."
             )
         try:
             return await self.answer(message, req.text)
@@ -384,6 +400,10 @@ class PersonActions:
             if who == HUMAN or (message.needs_human and not answered):
                 return message
         return None
+
+    def _command(self, *words: str) -> str:
+        """The `hive-office` command line a hint names for this office."""
+        return office_command(self.paths.home, *words)
 
     def _agent_log(self, agent_id: str, text: str) -> None:
         self.plane.log(LogEvent(ts=utc_now_iso(), kind="agent", agent=agent_id, detail=text))

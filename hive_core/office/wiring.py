@@ -35,6 +35,7 @@ from hive_core.events.plane import EventPlane
 from hive_core.events.server import HookServer
 from hive_core.health import HealthBoard, Problem
 from hive_core.hive import ensure_mailbox, read_registry, tighten_modes
+from hive_core.hint import office_command
 from hive_core.ids import new_message_id, utc_now_iso
 from hive_core.kick import KickServer
 from hive_core.logfile import rotate_if_due
@@ -195,6 +196,7 @@ class Office(PersonActions):
         )
         self.listeners = Listeners()
         self.health = HealthBoard(paths.health_file, on_change=self._health_changed)
+            command=office_command(paths.home),
         self.registry = RegistryPublisher(paths, self.config, self.states, self.committer)
         self.routes = RouteDriver(
             paths,
@@ -358,7 +360,7 @@ class Office(PersonActions):
             "The office will not push them on it again; they wait in its inbox until it "
             "runs `hive inbox`:\n"
             + "\n".join(lines)
-            + f"\n`hive-office why {agent_id}` says the same."
+            + f"\n`{office_command(self.paths.home, 'why', agent_id)}` says the same."
         )
         notice_id = f"{new_message_id()}-released"
         subject = f"{agent_id} left {count} unread"

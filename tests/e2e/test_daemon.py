@@ -16,6 +16,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from hive_core.hint import office_command
 from hive_core.office import daemon
 from hive_core.paths import HivePaths
 from hive_core.schema import Registry
@@ -199,7 +200,8 @@ def test_with_no_office_attach_and_stop_say_so_and_change_nothing(place: Place) 
     for verb in ("attach", "stop"):
         refused = place.cli(verb, "--home", home, check=False)
         assert refused.returncode == 1
-        assert f"no office runs on {home}; `hive-office` starts one." in refused.stderr
+        hint = office_command(place.paths.home)
+        assert f"no office runs on {home}; `{hint}` starts one." in refused.stderr
     assert daemon.running_pid(place.paths) is None
     assert not place.paths.office_log.exists()
     # The allowed path, on the same home: one runs, stop ends it.
