@@ -81,13 +81,21 @@ def _keys_of(bindings: list[BindingType]) -> str:
     )
 
 
+def _one_row_per_key(rows: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Rows of one key (pause and resume share `x`) joined into one."""
+    joined: dict[str, str] = {}
+    for key, text in rows:
+        joined[key] = f"{joined[key]} {text}" if key in joined else text
+    return list(joined.items())
+
+
 def key_block(prefix: str = DEFAULT_PREFIX) -> str:
     """The markdown between README's key markers (without them)."""
     lines = [
         "| keys | what |",
         "| --- | --- |",
         *[f"| `{keys}` | {_cell(text)} |" for keys, _, text in DIRECT_KEYS],
-        *[f"| `{prefix} {key}` | {_cell(text)} |" for key, text in help_rows()],
+        *[f"| `{prefix} {key}` | {_cell(text)} |" for key, text in _one_row_per_key(help_rows())],
         f"| `{prefix} {prefix}` | send {prefix} itself to the agent |",
         "| `shift+pageup` / `shift+pagedown` | scroll back through the pane's history "
         "(typing returns to the live screen) |",
