@@ -34,8 +34,8 @@ from hive_core.escalations import PromptTeller
 from hive_core.events.plane import EventPlane
 from hive_core.events.server import HookServer
 from hive_core.health import HealthBoard, Problem
-from hive_core.hive import ensure_mailbox, read_registry, tighten_modes
 from hive_core.hint import office_command
+from hive_core.hive import ensure_mailbox, read_registry, tighten_modes
 from hive_core.ids import new_message_id, utc_now_iso
 from hive_core.kick import KickServer
 from hive_core.logfile import rotate_if_due
@@ -186,6 +186,7 @@ class Office(PersonActions):
             stall_after_s=self.config.office.stall_after_s,
             cap_told=lambda agent_id: self._cap_told.get(agent_id, frozenset()),
             log=self._agent_log,
+            command=office_command(paths.home),
         )
         self.memory = MemoryKeeper(
             paths,
@@ -196,7 +197,6 @@ class Office(PersonActions):
         )
         self.listeners = Listeners()
         self.health = HealthBoard(paths.health_file, on_change=self._health_changed)
-            command=office_command(paths.home),
         self.registry = RegistryPublisher(paths, self.config, self.states, self.committer)
         self.routes = RouteDriver(
             paths,
