@@ -25,8 +25,8 @@ from hive_core.cli.cost_cmd import cost_command
 from hive_core.cli.render import preview, why_text
 from hive_core.cli.worktree_cmd import OFFICE_COMMANDS
 from hive_core.config import ConfigError, load_office
-from hive_core.hive import init_office, tighten_modes
 from hive_core.hint import office_command
+from hive_core.hive import init_office, tighten_modes
 from hive_core.office import Office, OfficeBusy, daemon, office_lock
 from hive_core.paths import HivePaths, resolve_home
 from hive_core.schema import ControlReply, ControlRequest
