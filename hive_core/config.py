@@ -26,6 +26,7 @@ manager = "michael"      # the manager ("god") agent: runs the floor, the person
 hop_cap = 8              # a reply chain longer than this goes to the manager instead
 stop_block_cap = 3       # at most this many Stop blocks in a row to drain mail
 prefix_key = "ctrl+]"    # the app's prefix key (then ? lists the commands)
+alt_digits = true        # alt+1..9 focus agent N; false leaves them to the agent
 stall_after_s = 300      # a working agent silent (no hook, no output) this long is stalled
 notify = "desktop"       # when an agent needs you: desktop (BEL + notification) | bell | off
 permission_tell_after_s = 120  # a permission prompt open this long is told to the manager

@@ -107,6 +107,9 @@ class OfficeSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     stop_block_cap: int = 3
     # The app's prefix key, written as in tmux ("ctrl+]", "ctrl+a", "ctrl+space").
     prefix_key: str = "ctrl+]"
+    # alt+1..9 focus agent N in the app; false leaves them to the agent (and to a tmux
+    # that binds M-1..M-9). The prefix and then 1..9 focuses agent N either way.
+    alt_digits: bool = True
     # Bytes an agent's memory.md index may hold; the tidy keeps it within this.
     memory_budget: int = 8192
     # How notes are folded into memory.md: by the agent's own CLI (one model call with

@@ -62,20 +62,18 @@ from hive_tui.screens.hire import HireScreen
 from hive_tui.screens.quit import QuitScreen
 from hive_tui.screens.send import SendScreen
 from hive_tui.screens.task import TaskScreen
+from hive_tui.terminal.input import KeyDriver
 from hive_tui.terminal.keys import encode_key
 from hive_tui.terminal.pane import TerminalPane
 
 # An armed prefix with no key after it disarms by itself, as tmux's does.
 PREFIX_TIMEOUT_S = 2.0
 MEMORY_RESULTS = 20
-# Without the kitty keyboard protocol (tmux, most terminals over SSH) Textual reads
-# ESC+digit, which is what alt+digit sends, as the macOS Option character of that digit.
-# Both names mean alt+N here; typing those characters into an agent needs a paste.
-ALT_DIGITS: dict[str, int] = {
-    name: n
-    for n, option_char in enumerate("¡™£¢∞§¶•ª", start=1)
-    for name in (f"alt+{n}", _character_to_key(option_char))
-}
+# alt+N focuses agent N unless office.toml says `alt_digits = false` (for a tmux that
+# binds M-1..M-9); the prefix and then N always does. ESC N, which alt+N sends without
+# the kitty protocol, is alt+N (hive_tui/terminal/input.py); a terminal whose Option key
+# types ¡ ™ £ ... types those characters, into the agent, as in tmux.
+ALT_DIGITS: dict[str, int] = {f"alt+{n}": n for n in range(1, 10)}
 
 
 @runtime_checkable
@@ -132,12 +130,14 @@ class HiveApp(App[None], inherit_bindings=False):
     def __init__(self, link: OfficeLink | Office, *, demo: bool = False) -> None:
         # ANSI colours reach the terminal as palette indices, as tmux passes them, so the
         # person's theme colours the agents' panes (Textual would map them to its own RGB).
-        super().__init__(ansi_color=True)
+        # KeyDriver: keys read as tmux sends them (alt+key as ESC key), see its module.
+        super().__init__(ansi_color=True, driver_class=KeyDriver)
         self.link: OfficeLink = LocalLink(link) if isinstance(link, Office) else link
         config = self.link.config
         self.demo = demo
         self.prefix_label = config.office.prefix_key
         self.prefix = textual_key(self.prefix_label)
+        self.alt_digits = config.office.alt_digits
         # The prefix was typed and the next key is a command (whatever has the focus).
         self.prefix_armed = False
         self._disarm_timer: Timer | None = None
@@ -524,7 +524,7 @@ class HiveApp(App[None], inherit_bindings=False):
         if event.key == self.prefix:
             self.arm()
             return True
-        if event.key in ALT_DIGITS:
+        if self.alt_digits and event.key in ALT_DIGITS:
             # Not a binding: Textual drops a binding an Input could type (`¡`).
             self.action_focus_agent(ALT_DIGITS[event.key])
             return True
