@@ -36,8 +36,10 @@ def read_regular(path: Path, max_bytes: int) -> bytes:
     return read_regular_stat(path, max_bytes)[0]
 
 
-def read_regular_stat(path: Path, max_bytes: int) -> tuple[bytes, os.stat_result]:
-    """read_regular, with the status of the very file that was read (its descriptor's)."""
+def open_regular(path: Path | str) -> int:
+    """A read-only descriptor of a regular file that an agent may have named: never
+    through a symlink at its last component, never waiting on a FIFO or device (opened
+    non-blocking, then checked). UnsafeFile otherwise; FileNotFoundError if missing."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
@@ -45,9 +47,35 @@ def read_regular_stat(path: Path, max_bytes: int) -> tuple[bytes, os.stat_result
             raise UnsafeFile("it is a symbolic link; the office never follows one.") from None
         raise
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise UnsafeFile("it is not a regular file.")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_head(path: Path | str, max_bytes: int) -> tuple[bytes, os.stat_result]:
+    """The first `max_bytes` of a regular file (open_regular's rules) and its status: a
+    larger file is cut, not refused."""
+    fd = open_regular(path)
+    try:
+        st = os.fstat(fd)
+        chunks = []
+        left = max_bytes
+        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
+            chunks.append(chunk)
+            left -= len(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks), st
+
+
+def read_regular_stat(path: Path, max_bytes: int) -> tuple[bytes, os.stat_result]:
+    """read_regular, with the status of the very file that was read (its descriptor's)."""
+    fd = open_regular(path)
+    try:
+        st = os.fstat(fd)
         if st.st_size > max_bytes:
             raise UnsafeFile(f"it is {st.st_size} bytes, over the limit of {max_bytes}.")
         chunks = []

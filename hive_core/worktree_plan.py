@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import msgspec
 
+from hive_core import gitsafe
 from hive_core.remote.plan import remote_worktree_relative
 from hive_core.remote.ssh import remote_path_word
 from hive_core.schema import AgentSpec
@@ -128,6 +129,52 @@ def untracked_stat(path: str, head: bytes) -> FileStat:
         return FileStat(path, 0, 0, binary=True, untracked=True)
     lines = head.count(b"\n") + (1 if head and not head.endswith(b"\n") else 0)
     return FileStat(path, lines, 0, untracked=True)
+
+
+# git's modes for a new file in a diff header.
+MODE_FILE, MODE_EXECUTABLE, MODE_LINK = "100644", "100755", "120000"
+# What git reads to decide a file is binary (a NUL in it).
+BINARY_PROBE = 8000
+
+
+def _c_quoted(name: str) -> str:
+    """A path as git writes it in a diff header with core.quotepath off: in double
+    quotes with C escapes when it holds a control character, a quote or a backslash."""
+    if not any(ord(c) < 0x20 or c in '"\\\x7f' for c in name):
+        return name
+    named = {"\a": "a", "\b": "b", "\t": "t", "\n": "n", "\v": "v", "\f": "f", "\r": "r"}
+    out = []
+    for c in name:
+        if c in ('"', "\\"):
+            out.append("\\" + c)
+        elif c in named:
+            out.append("\\" + named[c])
+        elif ord(c) < 0x20 or c == "\x7f":
+            out.append(f"\\{ord(c):03o}")
+        else:
+            out.append(c)
+    return '"' + "".join(out) + '"'
+
+
+def new_file_patch(path: str, data: bytes, mode: str, *, whole: bool = True) -> str:
+    """What `git diff --no-index /dev/null PATH` shows for a new file holding `data` (a
+    symlink's: its target). `whole` False: `data` is only the file's start, shown as
+    binary (a count from a part would be wrong)."""
+    oid = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()[:7]
+    a, b = _c_quoted(f"a/{path}"), _c_quoted(f"b/{path}")
+    head = f"diff --git {a} {b}\nnew file mode {mode}\nindex 0000000..{oid}\n"
+    if not data:
+        return head
+    if not whole or b"\0" in data[:BINARY_PROBE]:
+        return head + f"Binary files /dev/null and {b} differ\n"
+    lines = data.split(b"\n")
+    ended = data.endswith(b"\n")
+    if ended:
+        lines.pop()
+    count = "" if len(lines) == 1 else f",{len(lines)}"
+    body = "".join("+" + line.decode("utf-8", "replace") + "\n" for line in lines)
+    tail = "" if ended else "\\ No newline at end of file\n"
+    return head + f"--- /dev/null\n+++ {b}\n@@ -0,0 +1{count} @@\n" + body + tail
 
 
 _DIFF_GIT = re.compile(r"^diff --git a/(.*) b/(.*)$")
@@ -258,13 +305,10 @@ def _remote_cd(cwd: str) -> str:
     return f"cd {remote_path_word(cwd)} || exit {NO_FOLDER_EXIT}; unset {' '.join(GIT_VARS)}; "
 
 
-def _git_words(args: Sequence[str]) -> str:
-    return " ".join(shlex.quote(a) for a in ("git", "-c", "core.quotepath=off", *args))
-
-
 def remote_git_script(cwd: str, args: Sequence[str]) -> str:
-    """One git command in `cwd` on the host (`~/` expanded there), in the C locale."""
-    return _remote_cd(cwd) + "exec env LC_ALL=C " + _git_words(args)
+    """One git command in `cwd` on the host (`~/` expanded there), hardened as the
+    office's own git is (hive_core/gitsafe.py)."""
+    return _remote_cd(cwd) + gitsafe.shell_prelude() + "exec " + gitsafe.shell_words(args)
 
 
 def remote_each_script(cwd: str, commands: Sequence[Sequence[str]], ok: Sequence[int]) -> str:
@@ -272,9 +316,10 @@ def remote_each_script(cwd: str, commands: Sequence[Sequence[str]], ok: Sequence
     the first whose exit is not in `ok` ends the script with that exit."""
     allowed = "|".join(str(code) for code in ok)
     steps = [
-        f"{_git_words(args)}; c=$?; case $c in {allowed}) ;; *) exit $c;; esac" for args in commands
+        f"{gitsafe.shell_words(args)}; c=$?; case $c in {allowed}) ;; *) exit $c;; esac"
+        for args in commands
     ]
-    return _remote_cd(cwd) + "LC_ALL=C; export LC_ALL; " + "; ".join(steps)
+    return _remote_cd(cwd) + gitsafe.shell_prelude() + "; ".join(steps)
 
 
 def remote_setup_script(cwd: str, setup: str, env: Mapping[str, str]) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import stat
 import subprocess
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -22,8 +23,9 @@ from typing import NamedTuple
 
 import msgspec
 
+from hive_core import gitsafe
 from hive_core.agents.provider import agent_cwd
-from hive_core.fsio import atomic_write
+from hive_core.fsio import UnsafeFile, atomic_write, read_head
 from hive_core.ids import new_message_id, utc_now_iso
 from hive_core.paths import HivePaths
 from hive_core.remote import plan as remote_plan
@@ -34,6 +36,9 @@ from hive_core.routing.decide import router_notice
 from hive_core.schema import AgentSpec, Message, OfficeConfig
 from hive_core.worktree_plan import (
     GIT_VARS,
+    MODE_EXECUTABLE,
+    MODE_FILE,
+    MODE_LINK,
     NO_FOLDER_EXIT,
     UNTRACKED_READ_MAX,
     FilePatch,
@@ -43,6 +48,7 @@ from hive_core.worktree_plan import (
     SetupMarker,
     WorktreeRecord,
     branch_name,
+    new_file_patch,
     overlap_text,
     overlaps,
     parse_merge_tree,
@@ -101,12 +107,26 @@ class Git:
     ) -> subprocess.CompletedProcess[bytes]:
         if not os.path.isdir(cwd):
             raise NoFolder(f"the folder {cwd} does not exist")
-        env = {k: v for k, v in os.environ.items() if k not in GIT_VARS}
-        env["LC_ALL"] = "C"
-        argv = ["git", "-c", "core.quotepath=off", *args]
+        # The repository's own driver settings are read first and each is emptied for
+        # the call itself (gitsafe): reading config runs nothing.
+        names = self._git(gitsafe.LIST_NAMES, cwd, gitsafe.environment(os.environ), (0,))
+        env = gitsafe.environment(
+            os.environ, gitsafe.driver_overrides(gitsafe.parse_names(names.stdout))
+        )
+        return self._git(args, cwd, env, ok)
+
+    def _git(
+        self, args: Sequence[str], cwd: Path | str, env: dict[str, str], ok: tuple[int, ...]
+    ) -> subprocess.CompletedProcess[bytes]:
         try:
             done = subprocess.run(
-                argv, cwd=cwd, env=env, capture_output=True, timeout=GIT_TIMEOUT_S, check=False
+                gitsafe.argv(args),
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=GIT_TIMEOUT_S,
+                check=False,
             )
         except (OSError, subprocess.TimeoutExpired) as e:
             raise WorktreeError(f"`git {' '.join(args)}` could not run in {cwd}: {e}") from None
@@ -147,7 +167,7 @@ LOCAL = Git()
 
 class RemoteGit(Git):
     """git on a remote desk's host: each call one `ssh ... DEST 'cd DIR || exit 97;
-    exec env LC_ALL=C git ...'` (ssh_argv: the desk's connection is reused when up).
+    <gitsafe's prelude>; exec git -c ... ...'` (ssh_argv: the desk's connection is reused when up).
     ssh's exit 255 is HostUnreachable, exit 97 NoFolder."""
 
     def __init__(self, spec: AgentSpec, paths: HivePaths) -> None:
@@ -569,7 +589,7 @@ def changed_files(record: WorktreeRecord, *, run: Git | None = None) -> list[Fil
     count as new (read, never added to the index)."""
     run = _given(record, run)
     base = diff_base(record, run=run)
-    out = run(["diff", "--numstat", "-z", "--no-renames", "--no-ext-diff", base], record.path)
+    out = run(["diff", *gitsafe.DIFF_FLAGS, "--numstat", "-z", "--no-renames", base], record.path)
     stats = parse_numstat(out.stdout)
     new = untracked(record.path, run=run)
     if run.host is not None and new:
@@ -581,18 +601,35 @@ def changed_files(record: WorktreeRecord, *, run: Git | None = None) -> list[Fil
         ]
         return sorted(stats, key=lambda s: s.path)
     for name in new:
-        try:
-            with open(Path(record.path) / name, "rb") as f:
-                head = f.read(UNTRACKED_READ_MAX)
-        except OSError:
-            continue
-        stats.append(untracked_stat(name, head))
+        found = _new_file(record.path, name)
+        if found is not None:
+            stats.append(untracked_stat(name, found[0]))
     return sorted(stats, key=lambda s: s.path)
+
+
+def _new_file(folder: str, name: str) -> tuple[bytes, str, bool] | None:
+    """An untracked file's first UNTRACKED_READ_MAX bytes, its git mode, and whether that
+    was all of it; a symlink's target (never followed); None for anything else (a FIFO,
+    a device, a file gone): the agent named it, and the office must not wait on it."""
+    path = os.path.join(folder, name)
+    try:
+        data, st = read_head(path, UNTRACKED_READ_MAX)
+    except UnsafeFile:
+        try:
+            if not stat.S_ISLNK(os.lstat(path).st_mode):
+                return None
+            return os.fsencode(os.readlink(path)), MODE_LINK, True
+        except OSError:
+            return None
+    except OSError:
+        return None
+    mode = MODE_EXECUTABLE if st.st_mode & 0o100 else MODE_FILE
+    return data, mode, len(data) == st.st_size
 
 
 def _new_file_diffs(names: Iterable[str]) -> list[list[str]]:
     return [
-        ["diff", "--no-color", "--no-ext-diff", "--no-index", "--", "/dev/null", name]
+        ["diff", *gitsafe.DIFF_FLAGS, "--no-color", "--no-index", "--", "/dev/null", name]
         for name in names
     ]
 
@@ -654,15 +691,23 @@ def office_review(paths: HivePaths, config: OfficeConfig) -> list[AgentReview]:
 def _patch(
     record: WorktreeRecord, run: Git, base: str, new: list[str], wanted: set[str] | None
 ) -> str:
-    args = ["diff", "--no-color", "--no-ext-diff", "--no-renames", base]
+    args = ["diff", *gitsafe.DIFF_FLAGS, "--no-color", "--no-renames", base]
     if wanted is not None:
         args += ["--", *sorted(wanted)]
     parts = [run(args, record.path).stdout.decode("utf-8", "replace")] if wanted != set() else []
     added = [name for name in new if wanted is None or name in wanted]
-    if added:
+    if added and run.host is not None:
         parts.append(
             run.each(_new_file_diffs(added), record.path, ok=(0, 1)).decode("utf-8", "replace")
         )
+    elif added:
+        # Read here with the office's own safe open: `git diff --no-index` would read a
+        # FIFO an agent left (git 2.42 on) and wait for a writer.
+        for name in added:
+            found = _new_file(record.path, name)
+            if found is not None:
+                data, mode, whole = found
+                parts.append(new_file_patch(name, data, mode, whole=whole))
     return "".join(parts)
 
 
@@ -713,7 +758,10 @@ def plan_merge(paths: HivePaths, agent_id: str) -> MergePlan:
         ok=(0, 1),
     )
     check = parse_merge_tree(done.stdout, done.returncode)
-    numstat = run(["diff", "--numstat", "-z", "--no-renames", base_head, check.tree], record.repo)
+    numstat = run(
+        ["diff", *gitsafe.DIFF_FLAGS, "--numstat", "-z", "--no-renames", base_head, check.tree],
+        record.repo,
+    )
     files = parse_numstat(numstat.stdout) if check.clean else []
     try:
         left = uncommitted(record.path, run=run)
@@ -735,7 +783,7 @@ def apply_merge(plan: MergePlan) -> str:
         now = _out(run(["rev-parse", "--verify", f"refs/heads/{base}"], folder))
         if now != plan.base_head:
             raise WorktreeError(f"{base} moved while the merge was being checked; run it again")
-        run(["merge", "--no-edit", plan.head], folder)
+        run(["merge", "--no-edit", "--no-verify", "--no-gpg-sign", plan.head], folder)
         where = f"in {run.where(folder)}"
     else:
         ref = f"refs/heads/{base}"
@@ -750,6 +798,7 @@ def apply_merge(plan: MergePlan) -> str:
                 run(
                     [
                         "commit-tree",
+                        "--no-gpg-sign",
                         plan.check.tree,
                         "-p",
                         plan.base_head,

@@ -10,6 +10,7 @@ import pytest
 
 from hive_core.remote.plan import rdir_relative, remote_worktree_relative
 from hive_core.schema import AgentSpec
+from hive_core import gitsafe
 from hive_core.worktree_plan import (
     NO_FOLDER_EXIT,
     FileStat,
@@ -163,26 +164,17 @@ def test_a_remote_git_command_cds_quotes_every_word_and_says_a_missing_folder() 
     assert shlex.split(cd) == ["cd", "/srv/my repo"]
     assert rest.startswith(f"exit {NO_FOLDER_EXIT}; unset GIT_DIR GIT_WORK_TREE ")
     command = rest.split("; exec ", 1)[1]
-    assert shlex.split(command) == [
-        "env",
-        "LC_ALL=C",
-        "git",
-        "-c",
-        "core.quotepath=off",
-        "commit",
-        "-m",
-        "it's $HOME; rm -rf /",
-    ]
+    assert shlex.split(command) == gitsafe.argv(["commit", "-m", "it's $HOME; rm -rf /"])
     # `~/` is the host's home, expanded there.
     assert remote_git_script("~/src/app", ["status"]).startswith('cd "$HOME"/src/app || ')
 
 
 def test_several_git_commands_share_one_connection_and_stop_at_the_first_failure() -> None:
     script = remote_each_script("/r", [["diff", "a b"], ["diff", "c"]], (0, 1))
-    steps = script.split("export LC_ALL; ", 1)[1].split("; git ")
+    steps = script.split("HIVE_EOF\nexport GIT_CONFIG_COUNT=\"$n\"; ", 1)[1].split("; git ")
     assert len(steps) == 2
     assert "'a b'; c=$?; case $c in 0|1) ;; *) exit $c;; esac" in steps[0]
-    assert steps[1].startswith("-c core.quotepath=off diff c; c=$?")
+    assert shlex.split(steps[1].split(";")[0]) == gitsafe.argv(["diff", "c"])[1:]
 
 
 def test_setup_and_home_scripts_for_the_host() -> None:
