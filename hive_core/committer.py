@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pygit2
 
+from hive_core import gitsafe
 from hive_core.fsio import TEMP_PREFIX, atomic_write
 from hive_core.paths import HivePaths
 
@@ -618,16 +619,19 @@ class Committer:
         git = shutil.which("git")
         if git is None:
             return False
-        # The hive's own settings decide, not the person's global git config.
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-        env |= {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+        # The hive's own settings decide, not the person's global git config; agents can
+        # write the hive's .git too, so its hooks (pre-auto-gc) never run (gitsafe).
+        env = gitsafe.environment({k: v for k, v in os.environ.items() if not k.startswith("GIT_")})
+        env["GIT_CONFIG_GLOBAL"] = os.devnull
         # Detached, gc would run on while the next commit is made.
-        cmd = [
+        cmd = gitsafe.argv(
+            [
+                *("-C", str(self._root)),
+                *("-c", "gc.autoDetach=false", "-c", f"gc.auto={GC_LOOSE_OBJECTS}"),
+                *("gc", "--auto", "--quiet"),
+            ],
             git,
-            *("-C", str(self._root)),
-            *("-c", "gc.autoDetach=false", "-c", f"gc.auto={GC_LOOSE_OBJECTS}"),
-            *("gc", "--auto", "--quiet"),
-        ]
+        )
         with self._committing:
             try:
                 result = subprocess.run(cmd, env=env, capture_output=True, timeout=GC_TIMEOUT)
