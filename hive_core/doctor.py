@@ -106,7 +106,66 @@ def run_checks(paths: HivePaths) -> list[Check]:
                     f"create it or change `cwd` for {agent.id} in office.toml",
                 )
             )
+    checks.extend(_login_checks(paths, config.agents, config.office.manager))
     checks.extend(_remote_checks(paths, config.agents, config.office.remote_venv))
+    return checks
+
+
+def _login_checks(paths: HivePaths, agents: list[AgentSpec], manager: str) -> list[Check]:
+    """Whether each local desk finds a login, read from its environment and the files
+    its CLI reads (hive_core/agents/login.py): no CLI is run, nothing goes out. Desks
+    alike are one line. Only claude's is checked to the end (no login fails doctor);
+    codex and gemini desks are told what they would use."""
+    from hive_core.agents.claude import claude_command
+    from hive_core.agents.codex import codex_home
+    from hive_core.agents.login import (
+        ClaudeLogin,
+        LoginReader,
+        codex_login,
+        desk_env,
+        first_claude,
+        gemini_login,
+        office_sentence,
+    )
+
+    local = [a for a in agents if a.host is None and not a.archived and not a.send_only]
+    read = LoginReader()
+    claude: dict[ClaudeLogin, list[str]] = {}
+    for agent in (a for a in local if a.provider == "claude"):
+        claude.setdefault(read(desk_env(agent.env)), []).append(agent.id)
+    first = first_claude(agents, manager)
+    pane = first.name if first else "the manager"
+    checks = []
+    for login, ids in claude.items():
+        who = ", ".join(ids)
+        if login.source is None:
+            fix = (
+                f"log in once: run `{claude_command()}` and type /login (or set "
+                "ANTHROPIC_API_KEY, in the environment or a desk's `env` in office.toml); "
+                f"or open the office (`{office_command(paths.home)}`) and log in in {pane}'s "
+                "pane, the other desks follow"
+            )
+            checks.append(Check(False, f"{who}: no Claude login", fix))
+        else:
+            then = "" if login.ready else f"; {office_sentence(login, pane, paths.home)}"
+            checks.append(Check(True, f"{who}: Claude login {login.source}{then}"))
+    home = Path(os.environ.get("HOME") or Path.home())
+    for agent in local:
+        env = desk_env(agent.env)
+        if agent.provider == "codex":
+            found = codex_login(env, (codex_home(paths, agent.id) / "auth.json").is_file())
+        elif agent.provider == "gemini":
+            found = gemini_login(env, (home / ".gemini" / "oauth_creds.json").is_file())
+        else:
+            continue
+        checks.append(
+            Check(
+                True,
+                f"{agent.id}: {agent.provider} login {found}"
+                if found
+                else f"{agent.id}: no {agent.provider} key or login yet; it asks in its pane",
+            )
+        )
     return checks
 
 

@@ -92,6 +92,23 @@ class McpConfig(msgspec.Struct):
     mcpServers: dict[str, _McpServer]
 
 
+NPM_INSTALL = "npm install -g @anthropic-ai/claude-code"
+# The checkout this package runs from, if it is one (scripts/setup is next to it).
+CHECKOUT = Path(__file__).resolve().parents[2]
+
+
+def claude_command(program: str = "claude") -> str:
+    """How a person runs the claude the office starts: its name if their PATH finds
+    it, else its path (scripts/setup puts it in .venv/bin, which is not on PATH)."""
+    if shutil.which(program):
+        return program
+    # Imported here: the `hive` verbs load this module and need nothing of the supervisor.
+    from hive_core.agents.supervisor import tool_path
+
+    search = os.pathsep.join([*tool_path(), os.environ.get("PATH", "")])
+    return shutil.which(program, path=search) or program
+
+
 def mcp_config_for(hive_executable: str) -> McpConfig:
     return McpConfig(mcpServers={"hive": _McpServer(command=hive_executable, args=["mcp"])})
 
@@ -125,13 +142,16 @@ class ClaudeProvider:
         return agent.command[0] if agent.command else "claude"
 
     def install_hint(self) -> str:
-        return (
-            "Install Claude Code with `npm install -g @anthropic-ai/claude-code` "
-            "(or run ./scripts/setup, which puts a pinned one in .venv/bin)."
-        )
+        setup = CHECKOUT / "scripts" / "setup"
+        if setup.is_file():  # a checkout: its setup installs the version the office pins
+            return (
+                f"Run {setup} (it puts the pinned Claude Code in .venv/bin), or install "
+                f"it with `{NPM_INSTALL}`."
+            )
+        return f"Install Claude Code with `{NPM_INSTALL}`."
 
     def start_hint(self) -> str:
-        return "Log in with `claude` once, or set ANTHROPIC_API_KEY."
+        return f"Log in once with `{claude_command()}` (/login), or set ANTHROPIC_API_KEY."
 
     def settings_path(self, ctx: LaunchContext) -> Path:
         return ctx.paths.settings_file(ctx.agent.id)

@@ -22,6 +22,14 @@ import msgspec
 
 import cth_hook
 from hive_core.agents.identity import identity_text, system_prompt
+from hive_core.agents.login import (
+    ClaudeLogin,
+    LoginReader,
+    desk_env,
+    first_claude,
+    office_sentence,
+    waiting_notice,
+)
 from hive_core.agents.paste import pasted
 from hive_core.agents.provider import LaunchContext, Provider
 from hive_core.agents.pty_session import PtySession
@@ -38,11 +46,31 @@ from hive_core.status import LinkDown
 # is started afresh, once); a new one cannot start at all (no login, a bad command), so
 # it is left exited with what to do rather than started into the same failure.
 QUICK_EXIT_S = 15.0
+# How often claude desks waiting for a login look again (a few stat calls each time).
+LOGIN_POLL_S = 2.0
+# The health component that says what the waiting claude desks need.
+LOGIN_COMPONENT = "login"
 DEFAULT_SIZE = (40, 120)
 
 OutputSink = Callable[[str, bytes], None]
 # (agent id, subject, text): a notice to the manager (a host that stays down).
 TellManager = Callable[[str, str, str], None]
+# (component, detail): a problem of the office (None: it cleared), as health.py keeps them.
+Report = Callable[[str, str | None], None]
+LoginCheck = Callable[[Mapping[str, str]], ClaudeLogin]
+STARTED_AT_ONCE = "right after it started"
+
+
+def start_failure(code: int | None, lived: float, hint: str) -> str:
+    """What a CLI that exited as soon as it started shows (its title, health, doctor)."""
+    return f"exited (code {code}) {STARTED_AT_ONCE} ({lived:.1f} s). {hint}"
+
+
+def start_failure_cause(detail: str) -> str | None:
+    """The hint of a `start_failure` text (what several desks failing alike share), or
+    None for any other text."""
+    head, sep, hint = detail.partition(" s). ")
+    return hint if sep and STARTED_AT_ONCE in head else None
 
 
 def hook_command() -> list[str]:
@@ -75,8 +103,17 @@ class Supervisor:
         log: Callable[[str, str], None],
         workplace: Callable[[AgentSpec], Awaitable[Path | None]] | None = None,
         tell_manager: TellManager | None = None,
+        report: Report | None = None,
+        login: LoginCheck | None = None,
     ) -> None:
         self.paths = paths
+        self.report = report
+        # Whether a claude desk finds a login (hive_core/agents/login.py).
+        self.login: LoginCheck = login or LoginReader()
+        # Claude desks that wait for the login the first claude desk's pane asks for,
+        # and the pass that starts them once it exists.
+        self.awaiting_login: set[str] = set()
+        self._login_watch: asyncio.Task[object] | None = None
         # Where an agent starts instead of its roster cwd (its git worktree), or None.
         self.workplace = workplace
         self.config = config
@@ -124,33 +161,65 @@ class Supervisor:
             return f"`{program}` is not installed. {provider.install_hint()}"
         return None
 
-    async def start_all(self, first_prompts: Mapping[str, str] | None = None) -> None:
-        """The manager first (it gets the first turn), then the rest in roster order."""
+    def _startable(self) -> list[str]:
+        """The desks the office starts, the manager first (it gets the first turn),
+        then the rest in roster order."""
         order = sorted(self.states.values(), key=lambda s: not s.manager)
-        for state in order:
-            if state.status != "archived" and not state.spec.archived and not state.spec.send_only:
-                await self.start(state.id, first_prompt=(first_prompts or {}).get(state.id))
+        return [
+            s.id
+            for s in order
+            if s.status != "archived" and not s.spec.archived and not s.spec.send_only
+        ]
+
+    async def start_all(self, first_prompts: Mapping[str, str] | None = None) -> None:
+        for agent_id in self._startable():
+            await self.start(
+                agent_id, first_prompt=(first_prompts or {}).get(agent_id), login_gate=True
+            )
 
     async def start(
-        self, agent_id: str, *, fresh: bool = False, first_prompt: str | None = None
+        self,
+        agent_id: str,
+        *,
+        fresh: bool = False,
+        first_prompt: str | None = None,
+        login_gate: bool = False,
     ) -> bool:
+        """`login_gate`: a claude desk that would find no login (or a question Claude
+        Code asks on a first run) waits for the first claude desk's pane to settle it,
+        rather than asking again in its own (the office's start; the person's own start
+        of a desk does not wait)."""
         # Started by anyone else than the reconnect loop: that loop is done.
         self.cancel_reconnect(agent_id)
-        return await self._start(agent_id, fresh=fresh, first_prompt=first_prompt)
+        return await self._start(
+            agent_id, fresh=fresh, first_prompt=first_prompt, login_gate=login_gate
+        )
 
     async def _start(
-        self, agent_id: str, *, fresh: bool = False, first_prompt: str | None = None
+        self,
+        agent_id: str,
+        *,
+        fresh: bool = False,
+        first_prompt: str | None = None,
+        login_gate: bool = False,
     ) -> bool:
         state = self.states[agent_id]
         if agent_id in self.sessions and self.sessions[agent_id].alive:
             return True
         if agent_id in self._starting:  # its spawn is under way
             return True
+        self.awaiting_login.discard(agent_id)
+        waiting = self._login_wait(agent_id) if login_gate else None
         with self.states.edit(agent_id):
-            state.missing = self.missing_cli(agent_id)
+            state.missing = self.missing_cli(agent_id) or waiting
             state.start_failed = None
-            if state.missing:
+            if state.missing and not waiting:
                 state.status = "exited"
+        if waiting and state.missing == waiting:
+            self.awaiting_login.add(agent_id)
+            self.log(agent_id, f"not started yet: {waiting}")
+            self._watch_login()
+            return False
         if state.missing:
             self.log(agent_id, f"cannot start: {state.missing}")
             return False
@@ -256,6 +325,8 @@ class Supervisor:
     async def stop_all(self) -> None:
         for agent_id in list(self._reconnects):
             self.cancel_reconnect(agent_id)
+        if self._login_watch is not None:
+            self._login_watch.cancel()
         await asyncio.gather(
             *(self.terminate(a) for a in list(self.sessions)), return_exceptions=True
         )
@@ -352,15 +423,75 @@ class Supervisor:
                 # The session could not be resumed (its transcript is gone, say): start afresh.
                 state.session_id = None
             elif failed:
-                hint = self.providers[state.spec.provider].start_hint()
-                state.start_failed = (
-                    f"exited (code {code}) right after it started ({lived:.1f} s). {hint}"
+                hint = (
+                    self._login_sentence(agent_id)
+                    or self.providers[state.spec.provider].start_hint()
                 )
+                state.start_failed = start_failure(code, lived, hint)
         if failed and resumed:
             self.log(agent_id, "could not resume its session; starting a new one")
             self._background(self.start(agent_id, fresh=True))
         elif failed:
             self.log(agent_id, f"could not start: {state.start_failed}")
+
+    # --- claude desks waiting for a login ---------------------------------------------
+
+    def _claude_here(self, agent_id: str) -> bool:
+        spec = self.states[agent_id].spec
+        return self.providers[spec.provider].name == "claude" and spec.host is None
+
+    def login_desk(self) -> str | None:
+        specs = [s.spec for s in self.states.values() if s.status != "archived"]
+        first = first_claude(specs, self.config.office.manager)
+        return None if first is None else first.id
+
+    def _desk_login(self, agent_id: str) -> ClaudeLogin:
+        return self.login(desk_env(self.states[agent_id].spec.env))
+
+    def _login_wait(self, agent_id: str) -> str | None:
+        """What this desk waits for before it starts (None: it starts now)."""
+        first = self.login_desk()
+        if first is None or first == agent_id or not self._claude_here(agent_id):
+            return None
+        login = self._desk_login(agent_id)
+        return None if login.ready else waiting_notice(login, self.states[first].spec.name)
+
+    def _login_sentence(self, agent_id: str) -> str | None:
+        """What to do when a claude desk cannot start for want of a login (None: it has
+        one, or it is no local claude desk)."""
+        first = self.login_desk()
+        if first is None or not self._claude_here(agent_id):
+            return None
+        login = self._desk_login(agent_id)
+        if login.ready:
+            return None
+        return office_sentence(login, self.states[first].spec.name, self.paths.home)
+
+    def _watch_login(self) -> None:
+        if self._login_watch is None or self._login_watch.done():
+            self._login_watch = asyncio.get_running_loop().create_task(self._await_login())
+
+    async def _await_login(self) -> None:
+        """Start each waiting desk once its login is there; meanwhile the office shows
+        one line saying what to do."""
+        try:
+            while True:
+                for agent_id in sorted(self.awaiting_login):
+                    state = self.states[agent_id]
+                    if state.status == "archived" or state.spec.archived:
+                        self.awaiting_login.discard(agent_id)
+                    elif self._desk_login(agent_id).ready:
+                        self.log(agent_id, "a login is there: starting")
+                        await self._start(agent_id)
+                if not self.awaiting_login:
+                    return
+                sentence = self._login_sentence(min(self.awaiting_login))
+                if self.report is not None:
+                    self.report(LOGIN_COMPONENT, sentence)
+                await asyncio.sleep(LOGIN_POLL_S)
+        finally:
+            if self.report is not None:
+                self.report(LOGIN_COMPONENT, None)
 
     # --- remote desks: a dropped link and the reconnect -----------------------------------
 
