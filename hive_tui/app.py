@@ -55,6 +55,8 @@ from hive_tui.panels.inbox import InboxPanel
 from hive_tui.panels.log import LogPanel
 from hive_tui.panels.memory import MemoryPanel
 from hive_tui.panels.tasks import TasksPanel
+from hive_tui.problems import Shown, shown
+from hive_tui.problems import news as problem_news
 from hive_tui.screens.answer import AnswerScreen
 from hive_tui.screens.confirm import ConfirmScreen
 from hive_tui.screens.help import HelpScreen
@@ -151,7 +153,7 @@ class HiveApp(App[None], inherit_bindings=False):
         # What run_client says once the screen is gone: how the app ended.
         self.ended: str | None = None
         # What the office says is wrong with it, by component (hive_core/health.py).
-        self._problems: dict[str, str] = {}
+        self._problems: list[Shown] = []
         self.bridge = Bridge(self, self.link.paths, manager=self.manager, roster=self.roster)
         self.unread: dict[str, int] = {}
         self.overlapping: set[str] = set()  # agents whose branch touches another's file
@@ -277,18 +279,17 @@ class HiveApp(App[None], inherit_bindings=False):
     def health_changed(self, problems: list[Problem]) -> None:
         """What stops the office doing its job (routing, commits, a loop) stays on screen
         until it clears; each new problem also pops up once."""
-        now = {p.component: p.detail for p in problems}
-        for component, detail in now.items():
-            if self._problems.get(component) != detail:
-                self.notify(detail, title=f"office: {component}", severity="error", timeout=10)
-        for component in self._problems.keys() - now.keys():
-            self.notify(f"{component} is working again", title="office", timeout=5)
+        now = shown({p.component: p.detail for p in problems})
+        # Several desks failing for one cause (no login) pop up once, as one line.
+        new, cleared = problem_news(self._problems, now)
+        for item in new:
+            self.notify(item.text, title="office", severity="error", timeout=10)
+        for item in cleared:
+            self.notify(f"{item.label} is working again", title="office", timeout=5)
         self._problems = now
         line = self.query_one("#health", Static)
         line.update(
-            " ⚠ "
-            + " · ".join(f"{c}: {d}" for c, d in now.items())
-            + "  (hive-office doctor; hive log)"
+            " ⚠ " + " · ".join(item.text for item in now) + "  (hive-office doctor; hive log)"
         )
         line.display = bool(now)
 

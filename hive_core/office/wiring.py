@@ -149,6 +149,9 @@ class Office(PersonActions):
             log=self._agent_log,
             workplace=self.worktrees.workplace,
             tell_manager=lambda agent_id, subject, text: self._tell_link(agent_id, subject, text),
+            report=lambda component, detail: (
+                self.health.report(component, detail) if detail else self.health.clear(component)
+            ),
         )
         self.control = ControlServer(
             paths.control_socket, self.perform, agents=self.states, log=self._agent_log
