@@ -39,6 +39,7 @@ from hive_core.hive import ensure_mailbox, read_registry, tighten_modes
 from hive_core.ids import new_message_id, utc_now_iso
 from hive_core.kick import KickServer
 from hive_core.logfile import rotate_if_due
+from hive_core.mail import iter_inbox
 from hive_core.memory.keeper import MemoryKeeper
 from hive_core.memory.retention import Retention
 from hive_core.office.explained import StatusKeeper
@@ -49,8 +50,8 @@ from hive_core.paths import HivePaths
 from hive_core.remote.relay import Relay
 from hive_core.routing.decide import Floor, router_notice
 from hive_core.routing.router import Router, RouteStats
-from hive_core.schema import HUMAN, AgentSpec, LogEvent, OfficeConfig, Registry
-from hive_core.standup import FIRST_PROMPT, standup_message
+from hive_core.schema import HUMAN, ROUTER, AgentSpec, LogEvent, OfficeConfig, Registry
+from hive_core.standup import FIRST_PROMPT, replaced, standup_message
 from hive_core.text import one_line
 from hive_core.wake import WakeFault, WakeView, Watchdog
 from hive_core.worktrees import WorktreeKeeper
@@ -489,17 +490,17 @@ class Office(PersonActions):
         ]
         try:
             if self.with_agents:
-                manager = self.config.office.manager
-                first: dict[str, str] = {}
-                if manager in self.states and not self.states[manager].spec.send_only:
+                manager = self._standup_to()
+                await self.supervisor.start_all({manager: FIRST_PROMPT} if manager else {})
+                if manager:
+                    # Built once the team's CLIs have started, so it says who runs; the
+                    # manager's first prompt tells it the standup comes (and if it looks
+                    # before, the wake path brings it back to unread mail).
                     team = [s.entry() for s in self.states.values()]
                     standup = standup_message(self.paths, self.config, team)
-                    # In the inbox before the manager's CLI starts and reads its digest.
                     await loop.run_in_executor(
                         self.routes.thread, self.router.post, manager, standup
                     )
-                    first[manager] = FIRST_PROMPT
-                await self.supervisor.start_all(first)
             await stop.wait()
         finally:
             self.routes.wake()
@@ -534,8 +535,34 @@ class Office(PersonActions):
         self.prepare()
         self._guarded("route", self.router.recover)
         self._guarded("route", self.router.scan_all)
+        if self._standup_to():
+            self._guarded("route", self._retire_standups)
         # Read every inbox once now, so the first hook or tick does not pay for it.
         self.plane.inboxes.refresh(list(self.states))
+
+    def _standup_to(self) -> str | None:
+        """The manager, if this start gives it a standup (its CLI is started)."""
+        manager = self.config.office.manager
+        state = self.states.get(manager)
+        started = self.with_agents and state is not None and not state.spec.send_only
+        return manager if started else None
+
+    def _retire_standups(self) -> None:
+        """This start's standup replaces the ones earlier starts left unread: removed
+        before any CLI starts, so the manager never reads one that is going away (the
+        hive's history keeps them)."""
+        manager = self.config.office.manager
+        box = self.paths.mailbox(manager)
+
+        def ours(msg_id: str) -> bool:
+            record = self.router.hops.get(msg_id)
+            return record is not None and record.sender == ROUTER
+
+        for msg_id in replaced(iter_inbox(box), ours):
+            path = box.inbox / f"{msg_id}.json"
+            path.unlink(missing_ok=True)
+            self.committer.touch(path)
+            self._agent_log(manager, f"unread standup {msg_id} replaced by this start's")
 
     def _shut_down(self, registry: Registry) -> None:
         """On the route thread, after every loop stopped: route what is left, publish

@@ -298,10 +298,17 @@ def test_manager_gets_the_standup_as_its_first_turn(start_floor: Callable[..., F
     floor = start_floor({})
     first = floor.models["michael"].wait_for(lambda r: r.kind == "main", 30)
     assert "The office just opened" in texts_of(first)
-    [standup] = [m for m in floor.inbox("michael") if m["id"].endswith("-standup")] or [
-        json.loads(p.read_text())
-        for p in (floor.home / "hive/agents/michael/inbox/.done").glob("*-standup.json")
-    ]
+    # Posted once the team's CLIs have started: perhaps after the first turn began.
+    [standup] = wait_for(
+        lambda: (
+            [m for m in floor.inbox("michael") if m["id"].endswith("-standup")]
+            or [
+                json.loads(p.read_text())
+                for p in (floor.home / "hive/agents/michael/inbox/.done").glob("*-standup.json")
+            ]
+        ),
+        "the standup",
+    )
     assert standup["from"] == "router" and "- jim (Jim, Engineer)" in standup["body"]
     assert "Open tasks:" in standup["body"] and "Triage waiting" in standup["body"]
     assert not floor.models["jim"].main_requests, "only the manager is given a first turn"
