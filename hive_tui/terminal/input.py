@@ -9,8 +9,10 @@ character as alt + that character's key, and leaves every other sequence (CSI an
 keys, mouse reports, pastes, focus and resize reports) to Textual's parser.
 
 ESC [ and ESC O begin sequences; they are alt+[ and alt+O only when nothing follows
-within the escape delay, as tmux's escape-time decides. A lone ESC at the end of a read
-waits the same delay for the rest of its sequence.
+within the escape delay, as tmux's escape-time decides, or when what follows cannot end
+a sequence. A lone ESC at the end of a read waits the same delay for the rest of its
+sequence. CSI 1;<mod> R is shift/ctrl/alt+F3 (Textual reads it as a cursor position
+report, which the app, full-screen, never asks for).
 
 `KeyDriver` is Textual's Linux driver with this parser.
 """
@@ -18,13 +20,14 @@ waits the same delay for the rest of its sequence.
 from __future__ import annotations
 
 import os
+import re
 import selectors
 from codecs import getincrementaldecoder
 from collections.abc import Iterable, Iterator
 
 from textual import constants, events
 from textual._loop import loop_last
-from textual._parser import ParseError, Read1
+from textual._parser import ParseError, ParseTimeout, Read1
 from textual._time import get_time
 from textual._xterm_parser import BRACKETED_PASTE_END, BRACKETED_PASTE_START, XTermParser
 from textual.drivers.linux_driver import LinuxDriver
@@ -33,6 +36,9 @@ from textual.message import Message
 ESC = "\x1b"
 # A CSI sequence ends at its final byte; parameters and intermediates come before it.
 _CSI_FINAL = range(0x40, 0x7F)
+# An X10 mouse report: three raw bytes follow its CSI M, which Textual reads on.
+_X10_MOUSE = "\x1b[M"
+_MODIFIED_F3 = re.compile(r"\x1b\[1;\d+R")
 
 
 def with_alt(name: str) -> str:
@@ -79,6 +85,22 @@ class KeyParser(XTermParser):
     def _textual(self, data: str) -> Iterator[Message]:
         yield from super().feed(data)
 
+    def _whole(self, sequence: str) -> Iterator[Message]:
+        """A complete sequence to Textual's parser. One it does not know would make it
+        wait for more and swallow the keys after it: it gives up on that one at once,
+        and its characters are keys, alt + the first."""
+        if _MODIFIED_F3.fullmatch(sequence):
+            yield from (key.copy() for key in self._parse_extended_key(sequence) or ())
+            return
+        tokens = list(self._textual(sequence))
+        if self._in_ground() or sequence == _X10_MOUSE:
+            yield from tokens
+            return
+        # Its reissue would drop the alt: the keys are read here, as ESC + characters.
+        self._awaiting = self._gen.throw(ParseTimeout())
+        self._tokens.clear()
+        yield from self._alt_keys(sequence)
+
     def _in_ground(self) -> bool:
         """Textual's parser is between tokens (not inside a sequence it is reading)."""
         awaiting = self._awaiting
@@ -113,8 +135,12 @@ class KeyParser(XTermParser):
                 self._held, self._held_at = data[i:], get_time()
                 return
             if after == "O":
-                yield from self._textual(data[i : i + 3])  # SS3: one character follows
-                i += 3
+                if ord(data[i + 2]) in _CSI_FINAL:  # SS3: one character follows
+                    yield from self._whole(data[i : i + 3])
+                    i += 3
+                else:
+                    yield from self._alt_keys(data[i : i + 2])
+                    i += 2
             elif after == "[":
                 csi_end = _csi_end(data, i)
                 if csi_end is None:  # the rest comes in the next read
@@ -125,7 +151,7 @@ class KeyParser(XTermParser):
                 else:
                     sequence = data[i:csi_end]
                     self._pasting = sequence == BRACKETED_PASTE_START
-                    yield from self._textual(sequence)
+                    yield from self._whole(sequence)
                 i = csi_end
             else:
                 yield from self._alt_keys(data[i : i + 2])

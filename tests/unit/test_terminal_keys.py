@@ -250,6 +250,8 @@ LEGACY_KEYS = [
     *(f"\x1b{chr(c)}" for c in range(0x00, 0x80) if chr(c) not in "[O"),
     "\x1b[A", "\x1b[1;3B", "\x1b[1;7D", "\x1b[1~", "\x1b[4;5~", "\x1b[1;2H",
     "\x1bOP", "\x1b[1;6S", "\x1b[15~", "\x1b[24;8~", "\x1b[Z",
+    # shift/ctrl/alt+F3, which Textual reads as a cursor position report.
+    "\x1b[1;2R", "\x1b[1;8R",
 ]  # fmt: skip
 
 
@@ -274,6 +276,11 @@ def test_keys_in_one_read_are_sent_on_as_they_came(keys: list[str]):
         (("\x1b",), b"\x1b"),
         (("\x1b[",), b"\x1b["),
         (("\x1bO",), b"\x1bO"),
+        # ...or when what follows cannot end a sequence (and a sequence Textual does not
+        # know does not swallow the keys after it).
+        (("\x1bO ~",), b"\x1bO ~"),
+        (("\x1b[ ~\x1bb",), b"\x1b[ ~\x1bb"),
+        (("\x1b[1;3Z\x1bb",), b"\x1b[1;3Z\x1bb"),
     ],
 )
 def test_a_sequence_split_across_reads(reads: tuple[str, ...], expected: bytes):
