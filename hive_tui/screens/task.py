@@ -84,14 +84,17 @@ def _shown(value: object) -> str:
 
 
 def committed_versions(repo_path: Path, task_id: str) -> list[tuple[str, Task | None]]:
-    """Each committed version of tasks.json that differs from the one before, with the
-    task as it stood then (None: not in it), oldest first. Reads git: on a thread."""
+    """Each committed version of tasks.json that differs from the one before, dated by
+    the commit that introduced it (not a later one that only kept it), with the task as
+    it stood then (None: not in it), oldest first. Reads git: on a thread."""
     try:
         repo = pygit2.Repository(str(repo_path))
         head = repo.head.target
     except (pygit2.GitError, KeyError):
         return []  # no commit yet: the ledger's own facts are the history
-    versions: list[tuple[str, Task | None]] = []
+    # Newest first, as git walks: (blob, when, task) of each run of commits holding one
+    # version; a run's date is its oldest commit's, which the walk reaches last.
+    runs: list[tuple[pygit2.Oid, str, Task | None]] = []
     last_blob = None
     for n, commit in enumerate(repo.walk(head)):
         if n >= HISTORY_COMMITS:
@@ -99,17 +102,20 @@ def committed_versions(repo_path: Path, task_id: str) -> list[tuple[str, Task | 
         try:
             blob = commit.tree["tasks.json"]
         except KeyError:
+            last_blob = None
             continue
+        when = datetime.fromtimestamp(commit.commit_time, UTC).isoformat(timespec="seconds")
         if blob.id == last_blob:
+            if runs and runs[-1][0] == blob.id:
+                runs[-1] = (blob.id, when, runs[-1][2])
             continue
         last_blob = blob.id
         try:
             ledger = msgspec.json.decode(repo[blob.id].read_raw(), type=Ledger)
         except (msgspec.DecodeError, msgspec.ValidationError):
             continue
-        when = datetime.fromtimestamp(commit.commit_time, UTC).isoformat(timespec="seconds")
-        versions.append((when, next((t for t in ledger.tasks if t.id == task_id), None)))
-    return versions[::-1]
+        runs.append((blob.id, when, next((t for t in ledger.tasks if t.id == task_id), None)))
+    return [(when, task) for _, when, task in reversed(runs)]
 
 
 def task_text(task: Task, committed: list[Event]) -> Text:
