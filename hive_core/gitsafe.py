@@ -7,8 +7,9 @@ Two layers. Settings with fixed names (hooks, fsmonitor, external diff, pager, s
 credential helpers, transports, maintenance) are given on the command line, which
 outranks every config file. Drivers are named by the repository (`filter.<name>.clean`
 chosen by a `.gitattributes` line, say), so their names are read first with `git config
---name-only --list` (reading config runs nothing) and each one found is emptied too:
-git runs no filter, merge or diff driver whose command is empty. The driver layer is a
+--name-only --list` (reading config runs nothing) and each one found is emptied (a
+merge driver is made git's own file merge): git runs no filter or diff driver whose
+command is empty. The driver layer is a
 read then a run: a driver named in the few milliseconds between the two is not seen.
 """
 
@@ -56,7 +57,9 @@ DRIVER_SETTINGS: tuple[tuple[str, str], ...] = (
     # An emptied filter marked required would fail the command instead of passing the
     # content through as it is.
     ("filter.*.required", "false"),
-    ("merge.*.driver", ""),
+    # An empty merge driver is still run (and fails the merge); git's own three-way
+    # file merge is what a file with no driver gets.
+    ("merge.*.driver", "git merge-file %A %O %B"),
     ("diff.*.command", ""),
     ("diff.*.textconv", ""),
     ("credential.*.helper", ""),

@@ -15,11 +15,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import stat
 import subprocess
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -87,6 +89,59 @@ class HostUnreachable(WorktreeError):
         self.reason = reason  # ssh's own words, for the desk's link-down line
 
 
+_RUNNING: set[subprocess.Popen[bytes]] = set()
+_RUNNING_LOCK = threading.Lock()
+
+
+def _child(
+    argv: Sequence[str],
+    timeout: float,
+    *,
+    cwd: Path | str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> subprocess.CompletedProcess[bytes]:
+    """subprocess.run, with the child known to stop_children while it runs."""
+    with subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        # Its own process group, so a kill takes what it started too (whatever still
+        # holds its output pipes).
+        start_new_session=True,
+    ) as proc:
+        with _RUNNING_LOCK:
+            _RUNNING.add(proc)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill(proc)
+            proc.communicate()
+            raise
+        finally:
+            with _RUNNING_LOCK:
+                _RUNNING.discard(proc)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def stop_children() -> int:
+    """Kill every git (or ssh, or worktree_setup) the worktrees' threads wait on, so a
+    stopping office never waits for one a repository holds up (a config include that is
+    a FIFO blocks git itself); their callers see a failure. How many there were."""
+    with _RUNNING_LOCK:
+        running = list(_RUNNING)
+    for proc in running:
+        _kill(proc)
+    return len(running)
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(OSError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
 def _said(stderr: bytes, fallback: object) -> str:
     lines = stderr.decode("utf-8", "replace").strip().splitlines()
     return lines[-1] if lines else str(fallback)
@@ -119,15 +174,7 @@ class Git:
         self, args: Sequence[str], cwd: Path | str, env: dict[str, str], ok: tuple[int, ...]
     ) -> subprocess.CompletedProcess[bytes]:
         try:
-            done = subprocess.run(
-                gitsafe.argv(args),
-                cwd=cwd,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                timeout=GIT_TIMEOUT_S,
-                check=False,
-            )
+            done = _child(gitsafe.argv(args), GIT_TIMEOUT_S, cwd=cwd, env=env)
         except (OSError, subprocess.TimeoutExpired) as e:
             raise WorktreeError(f"`git {' '.join(args)}` could not run in {cwd}: {e}") from None
         if done.returncode not in ok:
@@ -151,15 +198,7 @@ class Git:
         """Run worktree_setup (`/bin/sh -c script`) in the worktree with `env` added."""
         full = {k: v for k, v in os.environ.items() if k not in GIT_VARS}
         full.update(env)
-        return subprocess.run(
-            ["/bin/sh", "-c", script],
-            cwd=cwd,
-            env=full,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=SETUP_TIMEOUT_S,
-            check=False,
-        )
+        return _child(["/bin/sh", "-c", script], SETUP_TIMEOUT_S, cwd=cwd, env=full)
 
 
 LOCAL = Git()
@@ -184,13 +223,7 @@ class RemoteGit(Git):
     ) -> subprocess.CompletedProcess[bytes]:
         host = self.spec.host or "?"
         try:
-            done = subprocess.run(
-                ssh_argv(self.spec, self.paths, script),
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                timeout=timeout,
-                check=False,
-            )
+            done = _child(ssh_argv(self.spec, self.paths, script), timeout)
         except OSError as e:
             raise HostUnreachable(host, f"ssh cannot be run: {e}") from None
         except subprocess.TimeoutExpired:
@@ -904,18 +937,29 @@ class WorktreeKeeper:
 
     async def run(self, stop: asyncio.Event) -> None:
         loop = asyncio.get_running_loop()
-        while not stop.is_set():
-            news = await loop.run_in_executor(None, self.check_overlaps)
-            for (first, second), files in news.items():
-                for reader in dict.fromkeys([first, second, self.config.office.manager]):
-                    subject, body = overlap_text(first, second, files, reader)
-                    notice = router_notice(f"{new_message_id()}-overlap", reader, subject, body)
-                    self.post(reader, notice)
-                self.log(
-                    first, f"told {second} and the manager that both change {', '.join(files)}"
-                )
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self.config.office.worktree_check_s)
+        stopping: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
+        try:
+            while not stop.is_set():
+                checking: asyncio.Future[Any] = loop.run_in_executor(None, self.check_overlaps)
+                await asyncio.wait({checking, stopping}, return_when=asyncio.FIRST_COMPLETED)
+                if not checking.done():
+                    # A stop is never held up by a pass: its git children are killed,
+                    # and the pass's thread ends with their failure.
+                    stop_children()
+                    return
+                self._tell(checking.result())
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), self.config.office.worktree_check_s)
+        finally:
+            stopping.cancel()
+
+    def _tell(self, news: dict[tuple[str, str], list[str]]) -> None:
+        for (first, second), files in news.items():
+            for reader in dict.fromkeys([first, second, self.config.office.manager]):
+                subject, body = overlap_text(first, second, files, reader)
+                notice = router_notice(f"{new_message_id()}-overlap", reader, subject, body)
+                self.post(reader, notice)
+            self.log(first, f"told {second} and the manager that both change {', '.join(files)}")
 
     def check_overlaps(self) -> dict[tuple[str, str], list[str]]:
         """New overlaps by pair, remembered in run/ as told before anyone is told (a
