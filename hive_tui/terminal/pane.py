@@ -46,7 +46,7 @@ from hive_core.terminal.emulator import (
     Run,
     Underline,
 )
-from hive_tui.terminal import copy_mode
+from hive_tui.terminal import clipboard, copy_mode
 from hive_tui.terminal.keys import encode_key
 
 # 60 Hz: typing echo within a frame, and never more paints than the screen can show.
@@ -634,14 +634,33 @@ class TerminalPane(Widget):
         assert self._copy is not None and self._copy_lines is not None
         step = copy_mode.press(self._copy, event.key, event.character, self._copy_lines)
         if step.copied is not None:
-            # OSC 52 through Textual's driver: the person's terminal sets its clipboard,
-            # over SSH too, and tmux (set-clipboard on) its buffer and the outer terminal's.
-            self.app.copy_to_clipboard(step.copied)
+            self._deliver(step.copied)
         if step.state is None:
             self.leave_copy_mode()
             return
         self._copy = step.state
         self.refresh()
+
+    def _deliver(self, text: str) -> None:
+        """The copy to tmux's paste buffer or to the terminal's clipboard, and a line
+        that says which (hive_tui/terminal/clipboard.py)."""
+        if not clipboard.in_tmux():
+            # OSC 52 through Textual's driver: the terminal sets its clipboard, over SSH too.
+            self.app.copy_to_clipboard(text)
+            self.app.notify(clipboard.copied(text, clipboard.TERMINAL), title="copy", timeout=5)
+            return
+
+        async def to_tmux() -> None:
+            why = await clipboard.to_tmux_buffer(text)
+            if why is None:
+                told = clipboard.copied(text, clipboard.TMUX_BUFFER)
+                self.app.notify(told, title="copy", timeout=5)
+                return
+            self.app.copy_to_clipboard(text)
+            told = clipboard.not_copied(text, why)
+            self.app.notify(told, title="copy", severity="warning", timeout=8)
+
+        self.run_worker(to_tmux(), group="copy")
 
     def _copy_line(self, y: int, width: int) -> Strip:
         """A row of the frozen view with the selection, the cursor, the position (top

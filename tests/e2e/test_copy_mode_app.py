@@ -1,8 +1,10 @@
 """Copy mode in the app (issue 12): a shell agent prints known lines; the prefix and `[`
 enter copy mode, `/` and `?` search, space and y copy the selection, which the app
-writes to the terminal as OSC 52; the view stays frozen while output goes on, and
-survives zoom; leaving shows the live pane. The last test runs the app in a real tmux
-with set-clipboard on and reads the copy back from tmux's buffer."""
+writes to the terminal as OSC 52 (outside tmux) and says so; the view stays frozen while
+output goes on, and survives zoom; leaving shows the live pane. Inside tmux the copy
+goes to tmux's paste buffer (issue 23: tmux's default `set-clipboard external` drops an
+OSC 52): the last test runs the app in a real tmux as it comes and reads the copy back
+from tmux's buffer; one before it gives the app a tmux that is not there."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from hive_core.paths import HivePaths
 from hive_tui.app import HiveApp
 from hive_tui.terminal.pane import TerminalPane
 from tests.support import until, wait_for
-from tests.tmux_support import PREFIX_KEY, TmuxOffice, row_text
+from tests.tmux_support import PREFIX_KEY, Cell, TmuxOffice, row_text
 
 PREFIX = "ctrl+right_square_bracket"
 # Known lines, then `cat`: the agent keeps running and prints nothing more by itself.
@@ -68,6 +70,8 @@ def osc52(text: str) -> str:
 async def test_search_select_and_copy_writes_osc52_and_leaves(
     app: HiveApp, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.delenv("TMUX", raising=False)
+    told = _told(app, monkeypatch)
     async with app.run_test(size=(120, 36)) as pilot:
         pane = app.pane("michael")
         await _printed(pilot, pane)
@@ -111,6 +115,10 @@ async def test_search_select_and_copy_writes_osc52_and_leaves(
         await pilot.press("space", "dollar_sign", "y")
         copied = "banana split"
         assert osc52(copied) in written and app.clipboard == copied
+        assert told == [
+            "Copied 12 characters on 1 line to the terminal's clipboard "
+            "(OSC 52, if your terminal allows it)."
+        ]
         assert not pane.in_copy_mode
         # Live again, at the bottom, with what was printed meanwhile.
         await until(pilot, lambda: any("while copying" in row for row in shown(pane)), "live")
@@ -123,6 +131,31 @@ async def test_search_select_and_copy_writes_osc52_and_leaves(
         # Keys reach the agent again.
         await pilot.press(*"echoed", "enter")
         await until(pilot, lambda: sum("echoed" in row for row in shown(pane)) == 2, "cat's echo")
+
+
+def _told(app: HiveApp, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """What the app tells the person in notifications, as it tells it."""
+    told: list[str] = []
+    monkeypatch.setattr(app, "notify", lambda message, **_: told.append(message))
+    return told
+
+
+async def test_a_copy_tmux_refuses_says_why_and_goes_to_the_terminal(
+    app: HiveApp, monkeypatch: pytest.MonkeyPatch, short_tmp: Path
+) -> None:
+    # $TMUX names a server that is not running: `tmux load-buffer` fails.
+    monkeypatch.setenv("TMUX", f"{short_tmp}/no-tmux-here,1,0")
+    told = _told(app, monkeypatch)
+    async with app.run_test(size=(100, 30)) as pilot:
+        pane = app.pane("michael")
+        await _printed(pilot, pane)
+        await pilot.press(PREFIX, "left_square_bracket", "g", "v", "j", "dollar_sign", "y")
+        await until(pilot, lambda: told, "what the copy did")
+        assert told[0].startswith("Could not copy 23 characters on 2 lines to tmux's paste buffer")
+        assert "no-tmux-here" in told[0] and told[0].endswith(
+            "Sent to the terminal's clipboard (OSC 52, if your terminal allows it)."
+        )
+        assert app.clipboard == "row 1 apple\nrow 2 apple"
 
 
 async def test_copy_mode_on_an_exited_agent_and_in_the_grid(app: HiveApp) -> None:
@@ -149,10 +182,10 @@ def tmux_office(short_tmp: Path) -> Iterator[TmuxOffice]:
         office.close()
 
 
-def test_the_copy_reaches_tmux_through_osc52(tmux_office: TmuxOffice) -> None:
+def test_the_copy_reaches_tmuxs_buffer_as_tmux_comes(tmux_office: TmuxOffice) -> None:
     tmux = tmux_office.tmux
-    # tmux takes OSC 52 from the programs in it only with set-clipboard on (or external).
-    tmux("set", "-s", "set-clipboard", "on")
+    # tmux as it comes: set-clipboard external, which drops a program's OSC 52.
+    assert tmux("show", "-sv", "set-clipboard").strip() == "external"
     tmux.type("office", "echo hive-copy-$((6 * 7)) done")
     wait_for(
         lambda: any("hive-copy-42 done" in row_text(r) for r in tmux_office.office_screen()),
@@ -178,3 +211,24 @@ def test_the_copy_reaches_tmux_through_osc52(tmux_office: TmuxOffice) -> None:
         lambda: not row_text(tmux_office.office_screen()[0]).rstrip().endswith("/0]"),
         "copy mode to end",
     )
+    # And the app says so (a notification, which may wrap: its words, in order).
+    said = "Copied 17 characters on 1 line to tmux's paste buffer (prefix ] pastes it)."
+    wait_for(
+        lambda: said.split() == _words_from(tmux.capture("office"), "Copied")[: len(said.split())],
+        "the copy told",
+    )
+
+
+def _words_from(grid: list[list[Cell]], first: str) -> list[str]:
+    """The words on screen inside the box that holds `first`, from `first` on, row by
+    row (a notification's text, wrapped)."""
+    rows = [row_text(r) for r in grid]
+    for y, row in enumerate(rows):
+        at = row.find(first)
+        if at >= 0:
+            words: list[str] = []
+            for text in rows[y : y + 4]:
+                inside = text[at:].split("▌")[0].split("│")[0]
+                words += inside.split()
+            return words
+    return []
