@@ -47,6 +47,12 @@ class HivePaths(NamedTuple):
         return self.run / "office.log"
 
     @property
+    def unscoped_told(self) -> Path:
+        """Left once `hive-office` has told the person that this home's office runs
+        outside a systemd scope (hive_core/office/daemon.py), so it is said once."""
+        return self.run / "unscoped-told"
+
+    @property
     def health_file(self) -> Path:
         """What is wrong with the running office (hive_core/health.py)."""
         return self.run / "health.json"

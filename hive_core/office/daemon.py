@@ -73,16 +73,22 @@ class Started(NamedTuple):
     pid: int
     scope: str | None
     """The systemd scope it runs in; None: detached only."""
+    first_unscoped: bool = False
+    """The first start of this home outside a scope: the only one that says what that
+    means (each start said it again, and the screen showed it after every detach)."""
 
     def sentence(self, paths: HivePaths) -> str:
         if self.scope:
             return (
                 f"the office of {paths.home} runs in systemd scope {self.scope} (pid {self.pid})."
             )
+        if not self.first_unscoped:
+            return f"the office of {paths.home} runs detached (pid {self.pid})."
         return (
             f"the office of {paths.home} runs detached (pid {self.pid}); no systemd user "
             "manager runs here, so logging out may stop it (where systemd is the init, "
-            "`loginctl enable-linger` starts one and the next start uses a scope)."
+            "`loginctl enable-linger` starts one and the next start uses a scope). "
+            "Said once for this home."
         )
 
 
@@ -212,7 +218,7 @@ def start(
     while True:
         if answers(paths):
             # Another `hive-office` may have won the race to start: attach to that one.
-            return Started(running_pid(paths) or pid, scope)
+            return Started(running_pid(paths) or pid, scope, scope is None and _first(paths))
         if not alive(pid) and running_pid(paths) is None:
             raise StartFailed(_failure(paths, offset, "the office exited at start"))
         if time.monotonic() > deadline:
@@ -220,6 +226,18 @@ def start(
                 _failure(paths, offset, f"the office did not answer in {timeout:.0f} s")
             )
         time.sleep(0.05)
+
+
+def _first(paths: HivePaths) -> bool:
+    """True the first time this home's office starts outside a scope (and remembered)."""
+    try:
+        fd = os.open(paths.unscoped_told, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return False
+    except OSError:
+        return True  # not remembered: said again next time rather than never
+    os.close(fd)
+    return True
 
 
 def _spawn_detached(argv: list[str], log: int) -> int:

@@ -25,6 +25,7 @@ HOME_KINDS: dict[str, PlaceKind] = {
     "run": "run",
     "pid_file": "run",
     "office_log": "run",
+    "unscoped_told": "run",
     "health_file": "run",
     "usage_file": "run",
     "kick_socket": "run",
