@@ -393,6 +393,9 @@ class HiveApp(App[None], inherit_bindings=False):
         self.query_one(OfficeMap).set_agents([self.info(self.link.view(a)) for a in self.roster])
         for agent_id in self.roster:
             self.pane(agent_id).border_title = self._title(agent_id)
+            # What its pane says instead of a terminal (not installed, waiting for a
+            # login) is there from the start: a client that attaches later gets no change.
+            self.pane(agent_id).notice = self.link.view(agent_id).missing
 
     def _memory_search(self, query: str, scope: SearchScope, mode: Mode) -> list[Hit]:
         """On a thread (the Memory tab's worker): SQLite never runs on the loop."""
