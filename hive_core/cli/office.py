@@ -56,8 +56,8 @@ def repo_refusals(paths: HivePaths) -> Iterator[None]:
     except GitError as e:
         fail(
             f"the hive at {paths.hive} is not a git repository the office can use ({e}). "
-            "Move its .git aside and run `hive-office init` to start a new history; the "
-            "hive's files are kept."
+            f"Move its .git aside and run `{office_command(paths.home, 'init')}` to start a "
+            "new history; the hive's files are kept."
         )
 
 
