@@ -19,7 +19,7 @@ import signal
 import stat
 import subprocess
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -89,8 +89,22 @@ class HostUnreachable(WorktreeError):
         self.reason = reason  # ssh's own words, for the desk's link-down line
 
 
-_RUNNING: set[subprocess.Popen[bytes]] = set()
+# The children running now, each with the halt of the thread that started it (None: a
+# caller that is never halted).
+_RUNNING: dict[subprocess.Popen[bytes], threading.Event | None] = {}
 _RUNNING_LOCK = threading.Lock()
+_HALT = threading.local()
+
+
+@contextlib.contextmanager
+def halted_by(halt: threading.Event) -> Iterator[None]:
+    """Children this thread starts within the block are killed at stop_children(halt),
+    and none starts once it is set."""
+    _HALT.event = halt
+    try:
+        yield
+    finally:
+        _HALT.event = None
 
 
 def _child(
@@ -101,6 +115,9 @@ def _child(
     env: Mapping[str, str] | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
     """subprocess.run, with the child known to stop_children while it runs."""
+    halt: threading.Event | None = getattr(_HALT, "event", None)
+    if halt is not None and halt.is_set():
+        raise WorktreeError("the office is stopping")
     with subprocess.Popen(
         argv,
         cwd=cwd,
@@ -113,7 +130,9 @@ def _child(
         start_new_session=True,
     ) as proc:
         with _RUNNING_LOCK:
-            _RUNNING.add(proc)
+            _RUNNING[proc] = halt
+        if halt is not None and halt.is_set():
+            _kill(proc)  # halted between the check and the start
         try:
             out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -122,16 +141,17 @@ def _child(
             raise
         finally:
             with _RUNNING_LOCK:
-                _RUNNING.discard(proc)
+                del _RUNNING[proc]
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
-def stop_children() -> int:
-    """Kill every git (or ssh, or worktree_setup) the worktrees' threads wait on, so a
+def stop_children(halt: threading.Event) -> int:
+    """Set `halt` and kill every git (or ssh, or worktree_setup) started under it, so a
     stopping office never waits for one a repository holds up (a config include that is
     a FIFO blocks git itself); their callers see a failure. How many there were."""
+    halt.set()
     with _RUNNING_LOCK:
-        running = list(_RUNNING)
+        running = [proc for proc, its in _RUNNING.items() if its is halt]
     for proc in running:
         _kill(proc)
     return len(running)
@@ -915,6 +935,7 @@ class WorktreeKeeper:
         self.report = report  # (component, detail or None to clear)
         self.post = post
         self._said: set[str] = set()
+        self._halt = threading.Event()
 
     async def workplace(self, spec: AgentSpec) -> Path | None:
         """Where the agent's CLI starts (None: its roster cwd); a remote desk's is a
@@ -944,8 +965,8 @@ class WorktreeKeeper:
                 await asyncio.wait({checking, stopping}, return_when=asyncio.FIRST_COMPLETED)
                 if not checking.done():
                     # A stop is never held up by a pass: its git children are killed,
-                    # and the pass's thread ends with their failure.
-                    stop_children()
+                    # no other starts, and the pass's thread ends with their failure.
+                    stop_children(self._halt)
                     return
                 self._tell(checking.result())
                 with contextlib.suppress(TimeoutError):
@@ -964,6 +985,10 @@ class WorktreeKeeper:
     def check_overlaps(self) -> dict[tuple[str, str], list[str]]:
         """New overlaps by pair, remembered in run/ as told before anyone is told (a
         crash then loses a warning rather than repeating it)."""
+        with halted_by(self._halt):
+            return self._check_overlaps()
+
+    def _check_overlaps(self) -> dict[tuple[str, str], list[str]]:
         changes: dict[str, list[str]] = {}
         for spec in self.config.agents:
             try:
@@ -975,10 +1000,14 @@ class WorktreeKeeper:
             except NoFolder:
                 continue
             except WorktreeError as e:
+                if self._halt.is_set():
+                    break
                 # One unreadable worktree does not keep the others from being compared.
                 if str(e) not in self._said:
                     self._said.add(str(e))
                     self.log(spec.id, f"its worktree cannot be compared with the others: {e}")
+        if self._halt.is_set():
+            return {}  # a pass cut short knows too little to change what was found
         found = overlaps(changes)
         if found != read_overlaps(self.paths):
             _write(_overlaps_file(self.paths), found)
