@@ -122,7 +122,7 @@ class HiveApp(App[None], inherit_bindings=False):
     TerminalPane { height: 1fr; border: round $panel; }
     TerminalPane:focus { border: round $accent; }
     #side { width: 44; border-left: solid $panel; }
-    #health { height: auto; max-height: 3; background: $error; color: $text; display: none; }
+    #health { height: auto; max-height: 4; background: $error; color: $text; display: none; }
     #demo { height: 1; background: $warning; color: $background; text-style: bold; }
     .zoom #map, .zoom #side { display: none; }
     .grid #map { display: none; }
