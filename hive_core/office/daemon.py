@@ -13,7 +13,9 @@ itself in a per-user folder (`listed`) for `hive-office ls`; an entry whose pid 
 holds its home's lock is stale and dropped when read.
 
 Stopping is SIGTERM to the lock holder: serve's own stop (agents stopped, mail routed,
-last commit), then waiting for the process to be gone. An office that dies in any other
+last commit), then waiting for the process to be gone. A stop always ends: STOP_DEADLINE
+after it was asked for, a process still held up by one of its threads ends anyway
+(exit_by), and the home's lock with it. An office that dies in any other
 way still takes its agents with it (agents/pty_session.py: PDEATHSIG and the session
 guard), whichever way it was started.
 """
@@ -21,6 +23,7 @@ guard), whichever way it was started.
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import hashlib
 import os
 import shutil
@@ -29,6 +32,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -46,8 +50,11 @@ from hive_core.schema import ControlRequest, Registry
 # Start-up recovers, scans and spawns off the loop; a loaded 2-core machine has taken
 # 10-20 s for a large office.
 START_TIMEOUT = 60.0
-# serve's stop waits for the agents' CLIs, the last routing pass and the last commit.
-STOP_TIMEOUT = 60.0
+# serve's stop waits for the agents' CLIs, the last routing pass and the last commit;
+# past this, whatever still holds it up, the process ends (exit_by) and its lock with it.
+STOP_DEADLINE = 60.0
+# How long `hive-office stop` waits for the process to be gone: past its deadline.
+STOP_TIMEOUT = STOP_DEADLINE + 15.0
 # A log that grew past this is moved to office.log.1 at the next start (one kept).
 LOG_KEEP = 4 * 1024 * 1024
 LOG_TAIL_LINES = 30
@@ -303,6 +310,32 @@ def _failure(paths: HivePaths, offset: int, what: str) -> str:
 
 
 # --- stopping -------------------------------------------------------------------------------
+
+
+_EXIT_ARMED = threading.Lock()
+
+
+def exit_by(deadline_s: float = STOP_DEADLINE) -> None:
+    """The last resort of a stopping office, armed once: if this process is still here
+    `deadline_s` from now (a thread waits on something that never comes), the stacks of
+    all its threads go to stderr (run/office.log) and it exits at once, status 1. The
+    kernel then frees the home's lock (an flock ends with its process), and the agents
+    go with it (PDEATHSIG), so a new office can start."""
+    if not _EXIT_ARMED.acquire(blocking=False):
+        return
+
+    def last_resort() -> None:
+        time.sleep(deadline_s)
+        with contextlib.suppress(Exception):
+            sys.stderr.write(
+                f"hive-office: still stopping after {deadline_s:g} s; ending now. "
+                "What each thread was doing:\n"
+            )
+            sys.stderr.flush()
+            faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+        os._exit(1)
+
+    threading.Thread(target=last_resort, name="stop-deadline", daemon=True).start()
 
 
 def stop(paths: HivePaths, timeout: float = STOP_TIMEOUT) -> int:
