@@ -134,6 +134,10 @@ def explain(s: Signals, now: float) -> AgentStatus:
             "registry: archived",
         )
     if s.missing:
+        if s.status == "offline":  # held back before its first start (waiting for a login)
+            return AgentStatus(
+                "offline", f"Its CLI has not started: {s.missing}", "start: held back"
+            )
         return AgentStatus("exited", f"Its CLI cannot start: {s.missing}", "start: not installed")
     if s.status == "disconnected":
         return _disconnected(s)

@@ -1,9 +1,9 @@
 """The office's problems as the screen shows them: one line per cause.
 
-Desks that could not start for the same reason (no login: every claude desk alike) are
-one problem to the person, not one per desk: their failures are grouped by the hint
-they share, and a group whose hint is what another problem already says (the office's
-"login" line) is folded into that line.
+Desks that could not start for the same reason are one problem to the person, not one
+per desk: their failures are grouped by the hint they share. A desk that exited for want
+of a Claude login is folded into the office's "login" line, which says what to do; that
+line is on screen from the start and does not pop up.
 """
 
 from __future__ import annotations
@@ -12,9 +12,13 @@ from collections.abc import Mapping
 
 import msgspec
 
-from hive_core.agents.supervisor import start_failure_cause
+from hive_core.agents.supervisor import LOGIN_COMPONENT, NO_LOGIN_HINT, start_failure_cause
 
 AGENT = "agent:"
+# Failures whose cause another line says in full, by that line's component.
+FOLDED = {LOGIN_COMPONENT: NO_LOGIN_HINT}
+# Lines that are themselves the notice: shown, never popped up.
+QUIET = frozenset({LOGIN_COMPONENT})
 
 
 class Shown(msgspec.Struct, frozen=True):
@@ -22,8 +26,10 @@ class Shown(msgspec.Struct, frozen=True):
     label: str  # whose problem it is: a component, or the desks that failed alike
     text: str  # the line
     # What is news about it: a detail, or for failed starts their shared cause (another
-    # desk failing alike, or the same cause said by another line, is no news).
+    # desk failing alike is no news).
     said: str
+    # The components it shows (its own, and the desks' it groups or folds in).
+    covers: frozenset[str]
 
 
 def shown(problems: Mapping[str, str]) -> list[Shown]:
@@ -38,19 +44,21 @@ def shown(problems: Mapping[str, str]) -> list[Shown]:
             causes.setdefault(cause, []).append(component.removeprefix(AGENT))
     out = []
     for component, detail in plain.items():
-        folded = causes.pop(detail, None)
+        folded = causes.pop(FOLDED[component], []) if component in FOLDED else []
         also = f" ({', '.join(folded)}: {_exited(folded)})" if folded else ""
-        out.append(
-            Shown(key=component, label=component, text=f"{component}: {detail}{also}", said=detail)
-        )
+        covers = frozenset([component, *(AGENT + a for a in folded)])
+        text = f"{component}: {detail}{also}"
+        out.append(Shown(key=component, label=component, text=text, said=detail, covers=covers))
     for cause, ids in causes.items():
+        covers = frozenset(AGENT + a for a in ids)
         if len(ids) == 1:
             key = f"{AGENT}{ids[0]}"
-            out.append(Shown(key=key, label=key, text=f"{key}: {problems[key]}", said=cause))
+            text = f"{key}: {problems[key]}"
+            out.append(Shown(key=key, label=key, text=text, said=cause, covers=covers))
         else:
             who = ", ".join(ids)
             text = f"{who}: {_exited(ids)}. {cause}"
-            out.append(Shown(key=f"cause:{cause}", label=who, text=text, said=cause))
+            out.append(Shown(key=f"cause:{cause}", label=who, text=text, said=cause, covers=covers))
     return out
 
 
@@ -62,8 +70,8 @@ def news(before: list[Shown], now: list[Shown]) -> tuple[list[Shown], list[Shown
     """What pops up: the problems that are new (a cause once, whoever joins it later),
     and the ones that cleared."""
     said_before = {s.said for s in before}
-    said_now = {s.said for s in now}
-    keys = {s.key for s in now}
-    new = [s for s in now if s.said not in said_before]
-    # A line folded into another (the same cause) has not cleared.
-    return new, [s for s in before if s.key not in keys and s.said not in said_now]
+    quiet = {*QUIET, *FOLDED.values()}
+    new = [s for s in now if s.said not in said_before and not {s.key, s.said} & quiet]
+    # A desk's line folded into another's, or grouped with others, has not cleared.
+    shown_now = frozenset().union(*(s.covers for s in now))
+    return new, [s for s in before if not s.covers & shown_now]

@@ -272,9 +272,9 @@ def office_sentence(login: ClaudeLogin, first: str, home: Path) -> str:
     desk that starts to ask): what to do, and the ways around a login."""
     if login.source is None:
         return (
-            f"No Claude login: log in once in {first}'s pane (/login there; the other "
-            f"claude desks then start by themselves), or try `{demo_command(home)}`, or make "
-            f'them shell desks (provider = "shell" in {home / "office.toml"}).'
+            f"No Claude login: log in once in {first}'s pane (/login; the other claude desks "
+            f"follow), or try `{demo_command(home)}`, or use shell desks "
+            f'(provider = "shell" in {home / "office.toml"}).'
         )
     return (
         f"Claude Code asks {login.asks} once, in {first}'s pane: answer it there and the "

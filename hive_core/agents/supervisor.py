@@ -48,8 +48,10 @@ from hive_core.status import LinkDown
 QUICK_EXIT_S = 15.0
 # How often claude desks waiting for a login look again (a few stat calls each time).
 LOGIN_POLL_S = 2.0
-# The health component that says what the waiting claude desks need.
+# The health component whose one line says what the claude desks waiting for a login
+# need; a desk that exited for want of one says only this and is folded into that line.
 LOGIN_COMPONENT = "login"
+NO_LOGIN_HINT = "No Claude login yet: it starts again by itself once one is there."
 DEFAULT_SIZE = (40, 120)
 
 OutputSink = Callable[[str, bytes], None]
@@ -415,6 +417,7 @@ class Supervisor:
         # A signal is the office's own stop or archive (or the person's kill), not a
         # failure to start.
         failed = lived < QUICK_EXIT_S and code not in (0, None)
+        no_login = failed and self._login_sentence(agent_id) is not None
         with self.states.edit(agent_id):
             state.pid = None
             state.exit_status = code if code is not None else (-sig if sig else None)
@@ -424,8 +427,7 @@ class Supervisor:
                 state.session_id = None
             elif failed:
                 hint = (
-                    self._login_sentence(agent_id)
-                    or self.providers[state.spec.provider].start_hint()
+                    NO_LOGIN_HINT if no_login else self.providers[state.spec.provider].start_hint()
                 )
                 state.start_failed = start_failure(code, lived, hint)
         if failed and resumed:
@@ -433,6 +435,9 @@ class Supervisor:
             self._background(self.start(agent_id, fresh=True))
         elif failed:
             self.log(agent_id, f"could not start: {state.start_failed}")
+            if no_login:  # started again, once, when the login is there
+                self.awaiting_login.add(agent_id)
+                self._watch_login()
 
     # --- claude desks waiting for a login ---------------------------------------------
 
@@ -472,8 +477,8 @@ class Supervisor:
             self._login_watch = asyncio.get_running_loop().create_task(self._await_login())
 
     async def _await_login(self) -> None:
-        """Start each waiting desk once its login is there; meanwhile the office shows
-        one line saying what to do."""
+        """Start each waiting desk (and one that exited for want of a login) once its
+        login is there; meanwhile the office shows one line saying what to do."""
         try:
             while True:
                 for agent_id in sorted(self.awaiting_login):

@@ -187,9 +187,9 @@ def test_the_sentences_say_what_to_do(tmp_path: Path, monkeypatch: pytest.Monkey
     monkeypatch.delenv("HIVE_HOME", raising=False)
     none = ClaudeLogin(source=None, ready=False, asks="a login")
     assert office_sentence(none, "Michael", tmp_path) == (
-        "No Claude login: log in once in Michael's pane (/login there; the other claude "
-        "desks then start by themselves), or try `hive-office --demo`, or make them shell "
-        f'desks (provider = "shell" in {tmp_path}/office.toml).'
+        "No Claude login: log in once in Michael's pane (/login; the other claude desks "
+        "follow), or try `hive-office --demo`, or use shell desks "
+        f'(provider = "shell" in {tmp_path}/office.toml).'
     )
     key = ClaudeLogin(source="ANTHROPIC_API_KEY", ready=False, asks="whether to use it")
     assert office_sentence(key, "Michael", tmp_path) == (
@@ -226,3 +226,16 @@ def test_the_office_environment_reaches_the_check(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("ANTHROPIC_API_KEY", "office")
     assert desk_env({"ANTHROPIC_API_KEY": "desk"})["ANTHROPIC_API_KEY"] == "desk"
     assert desk_env({})["ANTHROPIC_API_KEY"] == os.environ["ANTHROPIC_API_KEY"]
+
+
+def test_a_waiting_desk_is_explained_as_not_started_yet() -> None:
+    from hive_core.status import explain
+    from tests.unit.test_status import T0, running
+
+    notice = waiting_notice(ClaudeLogin(source=None, ready=False, asks="a login"), "Michael")
+    held = explain(running(status="offline", alive=False, pid=None, missing=notice), T0)
+    assert (held.kind, held.evidence) == ("offline", "start: held back")
+    assert held.why == f"Its CLI has not started: {notice}"
+    # A CLI that is not installed is still an exit, with its reason.
+    gone = explain(running(status="exited", alive=False, missing="`claude` is not installed."), T0)
+    assert gone.kind == "exited" and gone.evidence == "start: not installed"

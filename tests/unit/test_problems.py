@@ -4,7 +4,7 @@ to start for one cause are one line and pop up once; a cause another line alread
 
 from __future__ import annotations
 
-from hive_core.agents.supervisor import start_failure
+from hive_core.agents.supervisor import NO_LOGIN_HINT, start_failure
 from hive_tui.problems import news, shown
 
 LOGIN = "No Claude login: log in once in Michael's pane."
@@ -37,25 +37,35 @@ def test_desks_failing_alike_are_one_line_and_pop_up_once() -> None:
     assert news(both, both) == ([], [])
 
 
-def test_a_cause_the_login_line_says_is_folded_into_it() -> None:
-    problems = {
-        "login": LOGIN,
-        "agent:michael": start_failure(1, 0.9, LOGIN),
-        "commit": "git refused: disk full",
-    }
+def test_a_desk_without_a_login_is_folded_into_the_login_line_which_never_pops_up() -> None:
+    no_login = start_failure(1, 0.9, NO_LOGIN_HINT)
+    problems = {"login": LOGIN, "agent:michael": no_login, "commit": "git refused: disk full"}
     lines = shown(problems)
     assert [s.text for s in lines] == [
         f"login: {LOGIN} (michael: exited right after it started)",
         "commit: git refused: disk full",
     ]
-    # Michael failing first, then the login line: the sentence pops up once.
-    before = shown({"agent:michael": start_failure(1, 0.9, LOGIN)})
-    new, cleared = news(before, lines)
-    assert [s.label for s in new] == ["commit"]
-    assert cleared == []  # michael's line went into the login line
+    # The desk failing first, then the login line: neither pops up (the line is the
+    # notice); the desk's line, folded, has not "cleared".
+    alone = shown({"agent:michael": no_login})
+    assert news([], alone) == ([], [])
+    new, cleared = news(alone, lines)
+    assert ([s.label for s in new], cleared) == (["commit"], [])
     # The login found: its line clears.
     new, cleared = news(lines, shown({"commit": "git refused: disk full"}))
     assert (new, [s.label for s in cleared]) == ([], ["login"])
+
+
+def test_a_group_losing_a_member_has_not_cleared() -> None:
+    both = shown(
+        {
+            "agent:michael": start_failure(1, 0.9, "Set a key."),
+            "agent:jim": start_failure(1, 1.3, "Set a key."),
+        }
+    )
+    jim = shown({"agent:jim": start_failure(1, 1.3, "Set a key.")})
+    assert news(both, jim) == ([], [])
+    assert [s.label for s in news(jim, [])[1]] == ["agent:jim"]
 
 
 def test_a_changed_detail_is_news_as_before() -> None:
