@@ -37,6 +37,7 @@ from hive_core.cli.render import why_text
 from hive_core.clients.protocol import AgentView
 from hive_core.cost import label
 from hive_core.health import Problem
+from hive_core.hint import office_command
 from hive_core.mail import DraftRefused, send
 from hive_core.memory import Hit, open_store
 from hive_core.memory.store import Mode, SearchScope
@@ -267,8 +268,9 @@ class HiveApp(App[None], inherit_bindings=False):
             self.ended = "hive-office: the office stopped."
         else:
             await self.link.detach()
+            again = office_command(self.link.paths.home)
             self.ended = (
-                "hive-office: detached; the office keeps running (`hive-office` attaches again)."
+                f"hive-office: detached; the office keeps running (`{again}` attaches again)."
             )
         self._stop.set()
         await self._office_worker.wait()

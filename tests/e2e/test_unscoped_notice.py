@@ -1,5 +1,6 @@
 """The notice that an office runs outside a systemd scope is said once for a home (issue
-23: the two-line notice came back after every detach). A person's shell in a real tmux:
+23: the two-line notice came back after every detach), and the detach line names the
+command that attaches to this home's office again. A person's shell in a real tmux:
 `hive-office` starts the office and shows it, ctrl+] d detaches, `hive-office stop`, and
 again; what the terminal holds afterwards is read from tmux itself."""
 
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from hive_core.hint import office_command
 from hive_core.office import daemon
 from hive_core.paths import HivePaths
 from tests.support import wait_for
@@ -66,6 +68,14 @@ def test_the_unscoped_notice_is_said_once_per_home(short_tmp: Path) -> None:
         assert len(starts) == 2, screen
         assert "Said once for this home." in starts[0]
         assert starts[1].endswith(f"runs detached (pid {daemon.running_pid(paths)}).")
+        # The detach line names the command that comes back to this office; typed, it does.
+        again = office_command(home)
+        assert f"the office keeps running (`{again}` attaches again)." in screen
+        tmux.type("me", again)
+        wait_for(lambda: on_screen() and "ctrl+] then" in app_screen(), "attached again", 60)
+        tmux.keys("me", PREFIX_KEY, "d")
+        wait_for(lambda: terminal().count("the office keeps running") == 3, "the detach", 60)
+        assert terminal().count(NOTICE) == 1
     finally:
         if daemon.running_pid(paths) is not None:
             daemon.stop(paths)
