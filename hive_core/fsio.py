@@ -153,9 +153,14 @@ def atomic_write(path: Path, data: bytes, *, fsync: bool = True, mode: int = FIL
 
 def append_line(path: Path, line: bytes) -> None:
     """Append one line with a single O_APPEND write, so concurrent lines never interleave.
-    A line a full disk cut short is ended first, so it never swallows this one."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, FILE_MODE)
+    A line a full disk cut short is ended first, so it never swallows this one. OSError
+    for a symlink or anything but a regular file in its place (never followed, never a
+    FIFO's write that waits for a reader)."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    fd = os.open(path, flags, FILE_MODE)
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file; nothing was written", str(path))
         data = line if line.endswith(b"\n") else line + b"\n"
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":
@@ -166,15 +171,16 @@ def append_line(path: Path, line: bytes) -> None:
 
 
 def read_tail(path: Path, max_bytes: int) -> bytes:
-    """The last `max_bytes` of a file (b"" if it is missing)."""
+    """The last `max_bytes` of a file (b"" if it is missing or not a regular file)."""
     try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - max_bytes))
-            return f.read()
-    except FileNotFoundError:
+        fd = open_regular(path)
+    except (FileNotFoundError, UnsafeFile):
         return b""
+    with os.fdopen(fd, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        size = f.tell()
+        f.seek(max(0, size - max_bytes))
+        return f.read()
 
 
 @functools.cache

@@ -16,7 +16,9 @@ import os
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
+from hive_core.fsio import UnsafeFile, open_regular
 from hive_core.paths import HivePaths
 from hive_core.schema import HUMAN
 
@@ -78,10 +80,22 @@ def rotate_if_due(paths: HivePaths, limit: int = LOG_ROTATE_BYTES) -> list[Path]
     return [segment, paths.log]
 
 
+def _read(path: Path) -> bytes:
+    """A log file's bytes; FileNotFoundError for one that is missing or not a regular
+    file (an agent can put a FIFO or a symlink in its place: it is never waited on or
+    followed)."""
+    try:
+        fd = open_regular(path)
+    except (UnsafeFile, NotADirectoryError):
+        raise FileNotFoundError(path) from None
+    with os.fdopen(fd, "rb") as f:
+        return f.read()
+
+
 def _complete_lines(path: Path) -> list[bytes]:
     try:
-        data = path.read_bytes()
-    except (FileNotFoundError, NotADirectoryError):
+        data = _read(path)
+    except FileNotFoundError:
         return []
     # The live file may be mid-append: a line without its newline is not an event yet.
     return [line for line in data[: data.rfind(b"\n") + 1].splitlines() if line]
@@ -122,16 +136,23 @@ class LogFollower:
         self.paths = paths
         self._inode: int | None = None
         self._offset = 0
-        with contextlib.suppress(FileNotFoundError), open(paths.log, "rb") as f:
+        with contextlib.suppress(FileNotFoundError), self._open() as f:
             self._inode = os.fstat(f.fileno()).st_ino
             if not from_start:
                 self._offset = f.read().rfind(b"\n") + 1
+
+    def _open(self) -> BinaryIO:
+        """The live file (FileNotFoundError also for anything not a regular file)."""
+        try:
+            return os.fdopen(open_regular(self.paths.log), "rb")
+        except (UnsafeFile, NotADirectoryError):
+            raise FileNotFoundError(self.paths.log) from None
 
     def read(self) -> list[bytes]:
         """The complete lines appended since the last call, oldest first."""
         lines: list[bytes] = []
         try:
-            with open(self.paths.log, "rb") as f:
+            with self._open() as f:
                 inode = os.fstat(f.fileno()).st_ino
                 if inode != self._inode:
                     lines += self._rest_of_rotated()
@@ -160,10 +181,12 @@ class LogFollower:
             lines = []
             for n, part in enumerate(parts[at:]):
                 try:
-                    data = part.read_bytes()
+                    data = _read(part)
                 except FileNotFoundError:
                     continue
-                lines += [line for line in data[self._offset if n == 0 else 0 :].splitlines() if line]
+                lines += [
+                    line for line in data[self._offset if n == 0 else 0 :].splitlines() if line
+                ]
             self._inode, self._offset = None, 0
             return lines
         self._inode, self._offset = None, 0

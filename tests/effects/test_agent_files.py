@@ -1,0 +1,57 @@
+"""What the office reads or appends to in the hive never waits on a FIFO an agent put
+in a file's place, nor follows a symlink there (issue 24): the log's readers see what is
+readable, an append is refused with an OSError instead of blocking, and an ordinary log
+reads and appends as before."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from hive_core.fsio import append_line, read_tail
+from hive_core.hive import init_office
+from hive_core.logfile import LogFollower, iter_log_lines
+from hive_core.paths import HivePaths
+
+
+@pytest.fixture
+def paths(tmp_path: Path) -> HivePaths:
+    paths = HivePaths(tmp_path / "home")
+    init_office(paths)
+    paths.log_segments.mkdir(exist_ok=True)
+    (paths.log_segments / "0001.jsonl").write_bytes(b'{"n":1}\n{"n":2}\n')
+    paths.log.parent.mkdir(parents=True, exist_ok=True)
+    paths.log.write_bytes(b'{"n":3}\n')
+    return paths
+
+
+def test_an_ordinary_log_reads_and_appends(paths: HivePaths) -> None:
+    follower = LogFollower(paths)
+    append_line(paths.log, b'{"n":4}')
+    assert follower.read() == [b'{"n":4}']
+    assert list(iter_log_lines(paths)) == [b'{"n":%d}' % n for n in (1, 2, 3, 4)]
+    assert read_tail(paths.log, 8) == b'{"n":4}\n'
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link-to-fifo", "link-to-zero"])
+def test_a_fifo_or_link_in_the_logs_place_is_never_waited_on(
+    paths: HivePaths, tmp_path: Path, kind: str
+) -> None:
+    follower = LogFollower(paths)
+    paths.log.unlink()
+    if kind == "fifo":
+        os.mkfifo(paths.log)
+    elif kind == "link-to-fifo":
+        os.mkfifo(tmp_path / "fifo")
+        paths.log.symlink_to(tmp_path / "fifo")
+    else:
+        paths.log.symlink_to("/dev/zero")
+    # The segments are still read; the live file counts as missing.
+    assert list(iter_log_lines(paths)) == [b'{"n":1}', b'{"n":2}']
+    assert follower.read() == []
+    assert read_tail(paths.log, 100) == b""
+    with pytest.raises(OSError):
+        append_line(paths.log, b'{"n":5}')
+    assert list(LogFollower(paths, from_start=True).read()) == []
