@@ -126,6 +126,8 @@ class HiveApp(App[None], inherit_bindings=False):
     #health { height: auto; max-height: 4; background: $error; color: $text; display: none; }
     #demo { height: 1; background: $warning; color: $background; text-style: bold; }
     .zoom #map, .zoom #side { display: none; }
+    .panel-zoom #left { display: none; }
+    .panel-zoom #side { border-left: none; }
     .grid #map { display: none; }
     .grid #panes { layout: grid; grid-size: 2; }
     """
@@ -225,7 +227,18 @@ class HiveApp(App[None], inherit_bindings=False):
         and the layout set here is the one the same frame uses."""
         width, height = event.size
         self.query_one(OfficeMap).styles.height = max(7, min(14, height // 3))
-        self.query_one("#side").styles.width = max(26, min(48, width * 3 // 10))
+        self._fit_side(width)
+        self.call_after_refresh(self._fit_panes)
+
+    def _fit_panes(self) -> None:
+        """Each shown pane's pty at the size drawn (TerminalPane.fit says why)."""
+        for pane in self.query(TerminalPane):
+            if pane.display and pane.is_mounted:
+                pane.fit(pane.size.height, pane.size.width)
+
+    def _fit_side(self, width: int) -> None:
+        side = self.query_one("#side")
+        side.styles.width = "1fr" if self.layout_mode == "panel" else side_width(width)
 
     async def _run_link(self) -> None:
         why = await self.link.run(self._stop)
@@ -321,6 +334,9 @@ class HiveApp(App[None], inherit_bindings=False):
         pane.border_title = self._title(state.id)
         pane.notice = state.missing
         pane.exited = state.status == "exited"
+        # Its CLI exited at once: how, what to do and the retry, wrapped in the pane.
+        retry = f"{self.prefix_label} r to retry."
+        pane.hint = f"{state.start_failed} {retry}" if state.start_failed else None
         self._ring({state.id: notify.agent_alert(state)})
 
     @on(MailRouted)
@@ -351,6 +367,9 @@ class HiveApp(App[None], inherit_bindings=False):
         if loaded.inbox is not None:
             self.escalations = {m.id: m for m in loaded.inbox}
             self.query_one(InboxPanel).show(loaded.inbox)
+            count = len(self.escalations)
+            tab = self.query_one(TabbedContent).get_tab("tab-inbox")
+            tab.label = f"Inbox {count}" if count else "Inbox"
             self._ring({}, [(m.id, f"{m.sender}: {m.subject or m.act}") for m in loaded.inbox])
         if loaded.unread:
             self.unread.update(loaded.unread)
@@ -488,6 +507,8 @@ class HiveApp(App[None], inherit_bindings=False):
         if agent_id not in self.roster:
             return
         self.focused_agent = agent_id
+        if self.layout_mode == "panel":  # back to the panes, so back from the panel's zoom
+            self.layout_mode = "default"
         self._show_layout()
         # At once, not after the queued keys: what is typed next goes to this pane.
         self.screen.set_focus(self.pane(agent_id))
@@ -496,6 +517,9 @@ class HiveApp(App[None], inherit_bindings=False):
     def _show_layout(self) -> None:
         self.screen.set_class(self.layout_mode == "zoom", "zoom")
         self.screen.set_class(self.layout_mode == "grid", "grid")
+        self.screen.set_class(self.layout_mode == "panel", "panel-zoom")
+        self._fit_side(self.size.width)
+        self.call_after_refresh(self._fit_panes)
         shown = [a for a in self.roster if self.layout_mode == "grid" or a == self.focused_agent]
         for agent_id in self.roster:
             self.pane(agent_id).display = agent_id in shown
@@ -596,11 +620,21 @@ class HiveApp(App[None], inherit_bindings=False):
         self.focus_agent(self.roster[(index + step) % len(self.roster)])
 
     def action_layout(self, mode: str) -> None:
+        """zoom, grid or back; zoom with a side panel's keys zooms the panel ("panel")."""
+        if mode == "zoom" and self._in_side():
+            self.layout_mode = "default" if self.layout_mode == "panel" else "panel"
+            self._show_layout()
+            return
         self.layout_mode = "default" if self.layout_mode == mode else mode
         self.focus_agent(self.focused_agent)
 
+    def _in_side(self) -> bool:
+        focused = self.focused
+        return focused is not None and any(n.id == "side" for n in focused.ancestors_with_self)
+
     def action_panel(self, name: str) -> None:
-        """Show a side panel and give it the keys (esc gives them back to the pane)."""
+        """Show a side panel and give it the keys (esc gives them back to the pane); a
+        zoomed panel stays zoomed, showing this one."""
         if self.layout_mode == "zoom":
             self.layout_mode = "default"
             self._show_layout()
@@ -610,7 +644,7 @@ class HiveApp(App[None], inherit_bindings=False):
         self.screen.set_focus(panel.focus_target())
 
     def action_map(self) -> None:
-        if self.layout_mode == "zoom":
+        if self.layout_mode in ("zoom", "panel"):
             self.layout_mode = "default"
             self._show_layout()
         self.screen.set_focus(self.query_one(OfficeMap))
@@ -672,8 +706,8 @@ class HiveApp(App[None], inherit_bindings=False):
         state = self.link.view(agent_id)
         n = self.roster.index(agent_id) + 1
         shown = status_words(state.status, state.pid, state.exit_status)
-        if state.start_failed:  # its CLI exited at once: how, what to do, and the retry
-            shown = f"{state.start_failed} {self.prefix_label} r to retry."
+        if state.start_failed:  # the pane says how and what to do (TerminalPane.hint)
+            shown = f"{shown} at start · {self.prefix_label} r retries"
         bits = [f"{n} {state.name}", shown]
         if state.paused:
             bits.append("paused")
@@ -689,6 +723,13 @@ class HiveApp(App[None], inherit_bindings=False):
         if spent is not None:
             bits.append(label(spent))
         return " · ".join(bits)
+
+
+def side_width(cols: int) -> int:
+    """The side panel's width on a `cols`-wide terminal: two fifths, at least 26 and at
+    most 72, and never so wide that the pane keeps fewer than 80 columns inside its box
+    (what agent CLIs lay out for) while the terminal has them to give."""
+    return max(26, min(72, cols * 2 // 5, cols - 82))
 
 
 def textual_key(spec: str) -> str:

@@ -41,7 +41,10 @@ VIEW_COMMANDS: tuple[ViewCommand, ...] = (
         "m", "panel('memory')", "memory search (type, enter; arrows pick a result)", "panels"
     ),
     ViewCommand(
-        "z", "layout('zoom')", "zoom the focused pane to the whole screen (again: back)", "zoom"
+        "z",
+        "layout('zoom')",
+        "zoom the focused pane, or the panel that has the keys, to the whole screen (again: back)",
+        "zoom",
     ),
     ViewCommand("g", "layout('grid')", "all panes in a grid (again: back)", "grid"),
     ViewCommand("n", "cycle(1)", "next agent", "next/prev"),

@@ -25,8 +25,10 @@ from dataclasses import dataclass
 
 from rich.cells import cell_len
 from rich.color import Color as RichColor
+from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style
+from rich.text import Text
 from textual import events
 from textual.cache import LRUCache
 from textual.geometry import Offset, Region
@@ -61,6 +63,10 @@ _WHEEL_UP, _WHEEL_DOWN, _MOTION, _RELEASE_X10 = 64, 65, 32, 3
 _X10_LIMIT = 255 - 32
 # The real cursor: shown or hidden, and the DECSCUSR shape (0 is the terminal's default).
 _SHOW_CURSOR, _HIDE_CURSOR = "\x1b[?25h", "\x1b[?25l"
+# The failed-start hint: marked off from the CLI's own last screen above it.
+HINT_STYLE = Style(reverse=True)
+# Only measures text for wrapping (cell widths); it never writes.
+_MEASURE = Console(width=1, legacy_windows=False, force_terminal=False, file=None)
 _CURSOR_UNKNOWN = -1  # the terminal was restarted: whatever it shows must be written again
 
 _styles: dict[Attrs, Style] = {}
@@ -95,6 +101,15 @@ def rich_style(attrs: Attrs) -> Style:
             conceal=attrs.conceal or None,
         )
     return style
+
+
+def wrapped(text: str, width: int) -> list[str]:
+    """`text`'s lines broken at spaces to fit `width` cells."""
+    return [
+        line.plain.rstrip()
+        for paragraph in text.splitlines()
+        for line in Text(paragraph).wrap(_MEASURE, max(1, width))
+    ]
 
 
 def run_segments(run: Run, style: Style) -> list[Segment]:
@@ -173,6 +188,11 @@ class TerminalPane(Widget):
 
     notice: reactive[str | None] = reactive(None)
     """Shown centred instead of the screen, e.g. what to install when the CLI is missing."""
+
+    hint: reactive[str | None] = reactive(None)
+    """Shown at the foot of the pane, over the last screen of a child that is gone (which
+    says why, in the CLI's words): what to do, e.g. after a failed start. Its lines may
+    reach the pane after the exit: whether the child is gone is the app's to say."""
 
     class Input(Message):
         """Bytes for the agent's pty: typed keys, a paste, mouse reports, query replies.
@@ -345,6 +365,11 @@ class TerminalPane(Widget):
         width = self.size.width
         if self.notice is not None:
             return self._notice_line(y, width)
+        if self.hint is not None:
+            hint = self._hint_lines(width)
+            top = self.size.height - len(hint)
+            if y >= top:
+                return hint[y - top]
         if self._copy is not None:
             return self._copy_line(y, width)
         history = self.emulator.history_size
@@ -370,11 +395,23 @@ class TerminalPane(Widget):
         ).adjust_cell_length(cols)
 
     def _notice_line(self, y: int, width: int) -> Strip:
-        lines = (self.notice or "").splitlines()
+        lines = wrapped(self.notice or "", width)
         top = (self.size.height - len(lines)) // 2
         if not 0 <= y - top < len(lines):
             return Strip.blank(width)
         return Strip([Segment(lines[y - top])]).text_align(width, "center")
+
+    def _hint_lines(self, width: int) -> list[Strip]:
+        """The hint wrapped inside the pane (a line of it past the border would run into
+        the side panel), at most the pane's height."""
+        lines = wrapped(self.hint or "", max(1, width - 2))[-max(1, self.size.height) :]
+        return [
+            Strip([Segment(f" {line}", HINT_STYLE)]).adjust_cell_length(width, HINT_STYLE)
+            for line in lines
+        ]
+
+    def watch_hint(self) -> None:
+        self.refresh()
 
     def watch_notice(self) -> None:
         self.refresh()
@@ -384,7 +421,13 @@ class TerminalPane(Widget):
     def on_resize(self, event: events.Resize) -> None:
         # The event has the outer size; the child's terminal is what is inside the border.
         gutter = self.styles.gutter
-        rows, cols = event.size.height - gutter.height, event.size.width - gutter.width
+        self.fit(event.size.height - gutter.height, event.size.width - gutter.width)
+
+    def fit(self, rows: int, cols: int) -> None:
+        """Give the child `rows` x `cols` (the pane's interior), if that is new. Also
+        called by the app after a layout change: Textual can move a pane to a new size
+        without a Resize event (a scroll reflow that lands with the layout's), and a pty
+        that kept the old size would be drawn cut or padded."""
         if rows > 0 and cols > 0:
             self._take_size(rows, cols)
             # Where one pane of several is shown at a time (the app's default and zoom

@@ -16,7 +16,7 @@ import pytest
 from hive_core.hive import init_office
 from hive_core.office import Office
 from hive_core.paths import HivePaths
-from hive_tui.app import HiveApp
+from hive_tui.app import HiveApp, side_width
 from hive_tui.terminal.pane import TerminalPane
 from tests.support import office_of, until
 
@@ -112,7 +112,7 @@ async def drawn_size_is_pty_size(pilot: Any, app: HiveApp) -> None:
 def expected_layout(app: HiveApp) -> tuple[int, int]:
     """What the app's layout rule gives for the terminal's size now."""
     width, height = app.size
-    return max(7, min(14, height // 3)), max(26, min(48, width * 3 // 10))
+    return max(7, min(14, height // 3)), side_width(width)
 
 
 async def test_pty_size_is_the_drawn_interior_in_every_layout_and_size(app: HiveApp) -> None:
@@ -134,6 +134,17 @@ async def test_pty_size_is_the_drawn_interior_in_every_layout_and_size(app: Hive
                     assert app.query_one("#side").outer_size.width == side_width
                     assert app.query_one("#map").outer_size.height == map_height
                 await drawn_size_is_pty_size(pilot, app)
+            # A panel zoomed to the whole screen and back: the pane keeps its size.
+            await pilot.press("ctrl+right_square_bracket", "l", "ctrl+right_square_bracket", "z")
+            await pilot.pause()
+            assert app.layout_mode == "panel"
+            assert app.query_one("#side").outer_size.width == app.size.width
+            await pilot.press("ctrl+right_square_bracket", "z")
+            await pilot.pause()
+            assert app.layout_mode == "default"
+            assert app.query_one("#side").outer_size.width == expected_layout(app)[1]
+            await pilot.press("escape")  # the keys back to the pane: z zooms it again
+            await drawn_size_is_pty_size(pilot, app)
         await pilot.press("ctrl+right_square_bracket", "q")
 
 

@@ -137,13 +137,18 @@ async def test_the_pane_title_keeps_the_code_and_the_hint_and_the_screen(short_t
             lambda: "exited" in str(jim.border_title) and str(jim.border_title),
             "jim's title",
         )
-        assert "exited (code 3)" in title and CLAUDE_HINT in title
-        assert "ctrl+] r to retry" in title
-        # Its last screen stays: the CLI's own words are still there.
+        assert "exited (code 3) at start" in title and "ctrl+] r retries" in title
+        # Its last screen stays: the CLI's own words are still there, and under them the
+        # hint, wrapped inside the pane (issue 23: it ran past the border).
         await pilot.press("alt+2")
         await until(pilot, lambda: jim.size.height, "jim's pane shown")
-        screen = "\n".join(jim.render_line(y).text for y in range(jim.size.height))
-        assert "no login here" in screen
+        lines = [jim.render_line(y).text for y in range(jim.size.height)]
+        assert "no login here" in "\n".join(lines)
+        assert all(len(line) == jim.size.width for line in lines)
+        hint = " ".join(" ".join(lines).split())
+        failed = office_of(app).states["jim"].start_failed
+        assert failed and "right after it started" in failed
+        assert hint.endswith(" ".join(f"{failed} ctrl+] r to retry.".split()))
         pid = await until(pilot, lambda: office_of(app).states["michael"].pid, "michael's pid")
         assert f"running (pid {pid})" in str(app.pane("michael").border_title)
         await pilot.press("ctrl+right_square_bracket", "q")
