@@ -147,7 +147,7 @@ def _login_checks(paths: HivePaths, agents: list[AgentSpec], manager: str) -> li
             )
             checks.append(Check(False, f"{who}: no Claude login", fix))
         else:
-            then = "" if login.ready else f"; {office_sentence(login, pane, paths.home)}"
+            then = "" if login.ready else f"; {office_sentence(login, pane, paths)}"
             checks.append(Check(True, f"{who}: Claude login {login.source}{then}"))
     home = Path(os.environ.get("HOME") or Path.home())
     for agent in local:

@@ -45,6 +45,7 @@ from typing import TypeVar
 
 import msgspec
 
+from hive_core.paths import HivePaths
 from hive_core.schema import AgentSpec
 
 _T = TypeVar("_T")
@@ -267,14 +268,14 @@ def demo_command(home: Path) -> str:
     )
 
 
-def office_sentence(login: ClaudeLogin, first: str, home: Path) -> str:
+def office_sentence(login: ClaudeLogin, first: str, paths: HivePaths) -> str:
     """The one line the office shows while claude desks wait on `first`'s pane (the
     desk that starts to ask): what to do, and the ways around a login."""
     if login.source is None:
         return (
             f"No Claude login: log in once in {first}'s pane (/login; the other claude desks "
-            f"follow), or try `{demo_command(home)}`, or use shell desks "
-            f'(provider = "shell" in {home / "office.toml"}).'
+            f"follow), or try `{demo_command(paths.home)}`, or use shell desks "
+            f'(provider = "shell" in {paths.office_toml}).'
         )
     return (
         f"Claude Code asks {login.asks} once, in {first}'s pane: answer it there and the "

@@ -470,7 +470,7 @@ class Supervisor:
         login = self._desk_login(agent_id)
         if login.ready:
             return None
-        return office_sentence(login, self.states[first].spec.name, self.paths.home)
+        return office_sentence(login, self.states[first].spec.name, self.paths)
 
     def _watch_login(self) -> None:
         if self._login_watch is None or self._login_watch.done():

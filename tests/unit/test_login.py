@@ -26,6 +26,7 @@ from hive_core.agents.login import (
     waiting_notice,
 )
 from hive_core.agents.supervisor import start_failure, start_failure_cause
+from hive_core.paths import HivePaths
 from hive_core.schema import AgentSpec
 
 HOME = Path("/home/pat")
@@ -186,13 +187,13 @@ def test_the_desk_that_asks_is_the_first_local_claude_desk_started() -> None:
 def test_the_sentences_say_what_to_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("HIVE_HOME", raising=False)
     none = ClaudeLogin(source=None, ready=False, asks="a login")
-    assert office_sentence(none, "Michael", tmp_path) == (
+    assert office_sentence(none, "Michael", HivePaths(tmp_path)) == (
         "No Claude login: log in once in Michael's pane (/login; the other claude desks "
         "follow), or try `hive-office --demo`, or use shell desks "
         f'(provider = "shell" in {tmp_path}/office.toml).'
     )
     key = ClaudeLogin(source="ANTHROPIC_API_KEY", ready=False, asks="whether to use it")
-    assert office_sentence(key, "Michael", tmp_path) == (
+    assert office_sentence(key, "Michael", HivePaths(tmp_path)) == (
         "Claude Code asks whether to use it once, in Michael's pane: answer it there and "
         "the other claude desks start by themselves."
     )
