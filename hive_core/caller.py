@@ -90,6 +90,41 @@ def identify(paths: HivePaths, config: OfficeConfig) -> Caller:
     return Caller(paths, config, reply.detail, proven=True)
 
 
+def require_person(paths: HivePaths, verb: str) -> None:
+    """Refuse (CallerError) the person's `verb` that runs outside the office (stop,
+    merge, worktree remove, hire with no office) to anything but the person. While an
+    office runs it decides (control.decide_call, the rule of every action); with none,
+    this process is not the person if its environment holds an agent's identity (the
+    office gives every desk's processes HIVE_AGENT_ID and HIVE_SECRET). Nothing else is
+    left to tell with no office: its agents and what they left behind are gone with it
+    (pty_session.py, strays.py)."""
+    try:
+        reply = request(
+            paths.control_socket, ControlRequest(cmd="person", text=verb), ANSWER_TIMEOUT_S
+        )
+    except OSError:
+        if office_running(paths) is not False:
+            raise CallerError(NOT_ANSWERING) from None
+        reply = None
+    except msgspec.DecodeError:
+        raise CallerError(NOT_ANSWERING) from None
+    if reply is not None:
+        if not reply.ok:
+            raise CallerError(reply.error or NOT_ANSWERING)
+        return
+    claimed = os.environ.get("HIVE_AGENT_ID", "").strip()
+    held = [
+        *([f"HIVE_AGENT_ID={claimed}"] if claimed not in ("", HUMAN) else []),
+        *(["HIVE_SECRET"] if os.environ.get("HIVE_SECRET") else []),
+    ]
+    if held:
+        raise CallerError(
+            f"`{verb}` is the person's to do, and this process holds an agent's identity "
+            f"({', '.join(held)}); run it from your own terminal, or unset "
+            "HIVE_AGENT_ID and HIVE_SECRET if this terminal is yours."
+        )
+
+
 def proven(caller: Caller) -> Caller:
     """`caller`, for what only a proven caller may change (the board, the ledger, memory,
     promotion). An agent's claim no running office confirmed is refused; the person's

@@ -3,26 +3,47 @@
 `hive-office type AGENT TEXT` types into an agent's terminal as the person would (the
 app's panes do the same through the same Office methods), `pause`/`resume` hold an
 agent at its next hook, and so on for every action in actions.py. Every `hive` verb and
-`hive mcp` ask it `whoami` first. A Unix socket in run/ (folder 0700, socket 0600):
-only the office's own user can reach it.
+`hive mcp` ask it `whoami` first; the person's verbs that run outside the office
+(`stop`, `merge`, `worktree remove`, `hire` with no office) ask it `person` first. A
+Unix socket in run/ (folder 0700, socket 0600): only the office's own user can reach it.
 
-Every request is attributed before it is answered: the kernel tells the caller's pid
-and uid (SO_PEERCRED), and the caller is the agent whose terminal session that process
-descends from (its session id, or an ancestor that is the agent's CLI; the CLI is a
-child subreaper, see agents/pty_session.py, so a process that leaves the session with
-`setsid` or a double fork still has it as an ancestor), else the person. What the
-process claims (HIVE_AGENT_ID, HIVE_SECRET) is checked against that by `decide_whoami`,
-and an agent's process is refused every action that is the person's alone.
+Who calls (`attribute`), from the process itself: the kernel tells the caller's pid
+and uid (SO_PEERCRED), and its ancestry in /proc decides, failing closed:
+
+- a process in an agent's terminal session, or below the agent's CLI, is that agent's
+  (the CLI is a child subreaper, agents/pty_session.py, so what leaves the session
+  with `setsid` or a double fork is still below it while the CLI lives);
+- any other process below the office is a stray, and nobody: the office is a child
+  subreaper too (agents/strays.py), so whatever an agent leaves behind when its CLI
+  is gone (`setsid -f`, double forks, daemons, `nohup`) is adopted by the office, not
+  by init. The one exception is the office's own session: a process whose every
+  ancestor up to the office is in the office's session was started by the office (or,
+  where a test or a program hosts the office in its own process, by that program),
+  and no agent can put a process there;
+- a process the office is not an ancestor of is the person. This is the documented
+  limit: a process an agent has another service of the same user start outside the
+  office's tree (cron, `systemd-run --user`, `at`, the person's own tmux server, ssh to
+  localhost) is the person's to the office.
+
+What the process claims (HIVE_AGENT_ID, HIVE_SECRET) is checked against that by
+`decide_whoami`. A secret proves nothing on its own (any process of the user can read
+another's /proc/PID/environ): the person's process giving a running agent's secret is
+refused as any other claim to be that agent; only the agent's own processes act as it.
+`decide_call` is the one rule for everything that is the person's: every action in
+actions.py that does not only read, and the `person` check of the verbs that run
+outside the office; an agent's process and a stray are refused them all.
 
 A remote desk X has sockets of its own (run/desks/X.control.sock, which its ssh link
 forwards from the host): a connection there is X's, whatever process made it, since
 the host's processes are out of the kernel's sight (`decide_desk`). Only there does the
 office relay `hive` verbs (cmd "hive", hive_core/remote/relay.py): after the ok reply
-the connection carries the verb's streams.
+the connection carries the verb's streams. The relayed verb's own process here is the
+desk's (the relay names it to the server, `desks`).
 
-One request a connection, one line each way (but a relayed verb's streams). A request longer than REQUEST_MAX, not
-JSON, or nested past msgspec's guard gets a reply `{"ok": false, "error": "refused:
-..."}` saying why, and the server goes on with the next connection.
+One request a connection, one line each way (but a relayed verb's streams). A request
+longer than REQUEST_MAX, not JSON, or nested past msgspec's guard gets a reply `{"ok":
+false, "error": "refused: ..."}` saying why, and the server goes on with the next
+connection.
 """
 
 from __future__ import annotations
@@ -61,6 +82,15 @@ SOCKET_CHECK_S = 1.0
 # A chain of parents longer than this is not a process tree (pid_max is 2**22; real
 # trees are a few dozen deep): stop instead of looping.
 ANCESTRY_MAX = 4096
+# Walks of a line whose parents exit meanwhile, before the caller is refused.
+ANCESTRY_TRIES = 3
+# A stray's whoami (see the module docstring).
+STRAY = (
+    "this process is below the office but in no agent's session: an agent left it behind "
+    "(its terminal has ended) or the office started it, and it acts for nobody, neither "
+    "the person nor a desk. Run `hive` from your desk's terminal, or as the person from "
+    "your own"
+)
 
 
 class Peer(NamedTuple):
@@ -69,9 +99,12 @@ class Peer(NamedTuple):
 
 
 class Attributed(NamedTuple):
-    """Whose process called: an agent id, or None for a process outside every agent."""
+    """Whose process called: an agent id, or None for the person; `stray`: a process
+    below the office that is no agent's any more (see the module docstring), which acts
+    for nobody."""
 
     owner: str | None
+    stray: bool = False
 
 
 class Relayed(NamedTuple):
@@ -91,17 +124,20 @@ class ControlServer:
         log: Log | None = None,
         desk: str | None = None,
         relay: RelayHandler | None = None,
+        desks: Callable[[], Mapping[int, str]] = dict,
     ) -> None:
         """`agents`: the office's live agent states (read at each request: who runs,
         with which secret); `log`: where the person's acting for a desk is recorded.
         `desk`: the remote desk whose own socket this is (every connection is its);
-        `relay`: what runs its `hive` verbs."""
+        `relay`: what runs its `hive` verbs. `desks`: processes the office started as a
+        desk besides its CLI (relayed verbs), by pid, each the leader of its session."""
         self.path = path
         self._handle = handle
         self._agents: Mapping[str, AgentState] = agents if agents is not None else {}
         self._log = log
         self.desk = desk
         self._relay = relay
+        self._desks = desks
         self._server: asyncio.AbstractServer | None = None
         self._bound: tuple[int, int] | None = None
         # Desks the person has acted for this run: logged once each, not on every call.
@@ -187,6 +223,8 @@ class ControlServer:
         if isinstance(who, ControlReply):
             return who
         if req.cmd == "whoami":
+            if who.stray:
+                return refused(STRAY)
             reply, acted_for = decide_whoami(who.owner, req, self._agents)
             if acted_for is not None and acted_for not in self._acted_for and self._log:
                 self._acted_for.add(acted_for)
@@ -195,15 +233,12 @@ class ControlServer:
                     f"the person acts as {acted_for} (HIVE_AGENT_ID) while it is not running",
                 )
             return reply
-        if who.owner is not None:
-            action = BY_NAME.get(req.cmd)
-            if action is None or not action.reads_only:
-                return ControlReply(
-                    ok=False,
-                    error=f"you are {who.owner}: `{req.cmd}` is the person's to do, and this "
-                    f"process belongs to {who.owner}'s session. Ask the person (hive send "
-                    "--to human) if it is needed.",
-                )
+        verb = (req.text or "this") if req.cmd == "person" else req.cmd
+        refusal = decide_call(who, req.cmd, verb)
+        if refusal is not None:
+            return refusal
+        if req.cmd == "person":
+            return ControlReply(ok=True, detail=HUMAN)
         return await self._handle(req)
 
     def _attribute(self, sock: socket.socket | None) -> Attributed | ControlReply:
@@ -216,7 +251,16 @@ class ControlServer:
         except OSError:
             return refused("the office cannot see who is calling")
         leaders = {s.pid: s.id for s in self._agents.values() if s.pid is not None}
-        return attribute(Peer(pid, uid), os.getuid(), leaders, ancestry)
+        leaders.update(self._desks())
+        here = Here(os.getpid(), os.getsid(0))
+        return attribute(Peer(pid, uid), os.getuid(), leaders, ancestry, here)
+
+
+class Here(NamedTuple):
+    """The office's own process: its pid and its session id."""
+
+    pid: int
+    sid: int
 
 
 def attribute(
@@ -224,10 +268,12 @@ def attribute(
     own_uid: int,
     leaders: Mapping[int, str],
     chain: Callable[[int], list[tuple[int, int]]],
+    here: Here | None = None,
 ) -> Attributed | ControlReply:
-    """Which agent `peer` belongs to, given each running agent's session leader (its
-    CLI's pid, which is also its session id) and `chain(pid)`: the process and its
-    ancestors as (pid, session id), nearest first."""
+    """Who `peer` is, given each running agent's session leader (its CLI's pid, which is
+    also its session id), `chain(pid)`: the process and its ancestors as (pid, session
+    id), nearest first, and the office's own process (`here`; None: no office, so no
+    strays). The rule is the module docstring's."""
     if peer.uid != own_uid:
         return refused(
             f"this process runs as uid {peer.uid}; the office serves only its own user "
@@ -244,30 +290,61 @@ def attribute(
         return refused("the calling process exited before the office could check who it is")
     except OSError:
         return refused("the office cannot read the calling process in /proc")
+    in_office_session = True
     for pid, session in line:
         owner = leaders.get(pid) or leaders.get(session)
         if owner is not None:
             return Attributed(owner)
+        if here is not None and pid == here.pid:
+            # The office itself, one of its own helpers, or what an agent left behind.
+            return Attributed(None, stray=not in_office_session)
+        in_office_session = in_office_session and here is not None and session == here.sid
     return Attributed(None)
 
 
 def ancestry(pid: int) -> list[tuple[int, int]]:
     """`pid` and its ancestors as (pid, session id), from /proc, up to pid 1. Raises
-    FileNotFoundError if `pid` is gone; an ancestor that exits meanwhile ends the chain."""
-    line: list[tuple[int, int]] = []
-    while pid > 1 and len(line) < ANCESTRY_MAX:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                stat = f.read()
-        except FileNotFoundError:
-            if not line:
-                raise
-            break
-        # "pid (comm) state ppid pgrp session ...": comm may hold spaces and parentheses.
-        fields = stat[stat.rindex(b")") + 2 :].split()
-        line.append((pid, int(fields[3])))
-        pid = int(fields[1])
-    return line
+    FileNotFoundError if `pid` is gone. An ancestor that exits meanwhile re-parents the
+    rest (to a subreaper, which may be the office): the walk starts again, and a line
+    that keeps changing is an OSError, never a shorter line (which could miss the
+    office and make a stray the person)."""
+    for _ in range(ANCESTRY_TRIES):
+        line: list[tuple[int, int]] = []
+        at = pid
+        while at > 1 and len(line) < ANCESTRY_MAX:
+            try:
+                with open(f"/proc/{at}/stat", "rb") as f:
+                    stat = f.read()
+            except FileNotFoundError:
+                if not line:
+                    raise
+                break
+            # "pid (comm) state ppid pgrp session ...": comm may hold spaces and parentheses.
+            fields = stat[stat.rindex(b")") + 2 :].split()
+            line.append((at, int(fields[3])))
+            at = int(fields[1])
+        else:
+            return line
+    raise OSError(f"the parents of process {pid} kept changing")
+
+
+def decide_call(who: Attributed, cmd: str, verb: str) -> ControlReply | None:
+    """Whether `who` may do `cmd` (`verb`: what to call it): None if so, else the
+    refusal. The one rule for what is the person's alone: every action that does not
+    only read, `person` (the check of a verb run outside the office), anything unknown."""
+    action = BY_NAME.get(cmd)
+    if action is not None and action.reads_only:
+        return None
+    if who.stray:
+        return refused(f"`{verb}` is the person's to do; {STRAY}")
+    if who.owner is not None:
+        return ControlReply(
+            ok=False,
+            error=f"you are {who.owner}: `{verb}` is the person's to do, and this "
+            f"process belongs to {who.owner}'s session. Ask the person (hive send "
+            "--to human) if it is needed.",
+        )
+    return None
 
 
 def decide_whoami(
@@ -305,17 +382,17 @@ def decide_whoami(
             error=f"{claimed} is archived: nobody acts as it. `hive-office spawn {claimed}` "
             "brings it back.",
         ), None
-    if secret:
-        # A secret given must be this start's, whoever gives it: a stale or forged one
-        # is refused, never ignored.
-        if not _secret_matches(state, secret):
-            return _unproven(claimed), None
-        return ControlReply(ok=True, detail=claimed), None
+    # A secret given must be this start's, whoever gives it: a stale or forged one is
+    # refused, never ignored. A right one proves nothing here (it can be read from the
+    # agent's environment): the claim is judged as if none were given.
+    if secret and not _secret_matches(state, secret):
+        return _unproven(claimed), None
     if state.pid is not None:
         return ControlReply(
             ok=False,
-            error=f"{claimed} is running: only its own processes act as {claimed}. Unset "
-            "HIVE_AGENT_ID to act as the person.",
+            error=f"{claimed} is running: only its own processes act as {claimed} (its "
+            "secret, wherever it was read, does not make another process its). Unset "
+            "HIVE_AGENT_ID and HIVE_SECRET to act as the person.",
         ), None
     return ControlReply(ok=True, detail=claimed), claimed
 

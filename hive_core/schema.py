@@ -366,6 +366,9 @@ ControlCommand = Literal[
     "hire",
     "whoami",
     "hive",
+    # May this process do the person's verb `text` (stop, merge, ...) that runs outside
+    # the office? control.decide_call answers, as for every action.
+    "person",
 ]
 
 

@@ -35,10 +35,12 @@ Three layers, each covering what the previous one misses:
    jobs, `set -m`). One guard, not one per session: a guard is a Python interpreter
    (about 9 MB resident, 4 MB proportional), and an office runs dozens of agents.
 
-Not covered: descendants that leave the session (`setsid`, double-forking daemons) and
-processes in the session that the office's user may not signal (set-uid programs such
-as `sudo`), plus anything if the guard itself is SIGKILLed along with the office (a
-guard that dies while the office lives is started again on the next spawn or
+Descendants that leave the session (`setsid`, double-forking daemons) stay below the
+CLI, a child subreaper, while it lives; once it is gone they are the office's
+(strays.py: the office is a subreaper too, and tells the guard their sessions).
+Not covered: processes in the session that the office's user may not signal (set-uid
+programs such as `sudo`), plus anything if the guard itself is SIGKILLed along with the
+office (a guard that dies while the office lives is started again on the next spawn or
 termination, and told every session still watched). Only a cgroup could contain those.
 
 While the office runs, `terminate` does the same sweep: SIGHUP and SIGCONT (as a
@@ -114,6 +116,11 @@ class _Guard:
         # Sessions may be spawned from more than one thread; a line must not interleave.
         self._lock = threading.Lock()
 
+    @property
+    def pid(self) -> int | None:
+        """The guard's pid while this process has one (a Popen of its own to wait for)."""
+        return self._proc.pid if self._proc is not None and self._owner == os.getpid() else None
+
     def watch(self, sid: int) -> None:
         with self._lock:
             self._sids.add(sid)
@@ -159,6 +166,31 @@ class _Guard:
 
 
 _GUARD = _Guard()
+# The CLIs started here and not reaped yet: their status is PtySession's (strays.py
+# must not take it).
+_UNREAPED: set[int] = set()
+
+
+def cli_sessions() -> frozenset[int]:
+    """Each CLI this process started and has not reaped yet (its pid, also its session
+    id): a child whose status is PtySession's."""
+    return frozenset(_UNREAPED)
+
+
+def guard_pid() -> int | None:
+    """The guard's pid (also its session id), if this process has one running."""
+    return _GUARD.pid
+
+
+def guard_session(sid: int, on: bool) -> None:
+    """Have the guard end session `sid` when the office dies (or no longer): for a
+    session that is not a CLI's, such as an adopted orphan's (strays.py)."""
+    if on:
+        _GUARD.watch(sid)
+    else:
+        _GUARD.forget(sid)
+
+
 # Forks every session `start` makes. Its one worker lives until the interpreter exits, as
 # PR_SET_PDEATHSIG needs; the wait for each child's exec (10-25 ms, more under load: a
 # second for 50 agents) happens here instead of on the event loop.
@@ -189,6 +221,7 @@ class PtySession:
     def __init__(self, proc: ptyprocess.PtyProcess) -> None:
         self._proc = proc
         self.pid: int = proc.pid
+        _UNREAPED.add(self.pid)
         self._fd: int = proc.fd
         # Readable when the child exits: reaps it without blocking once output has ended
         # but the child lingers. Opened before any reap, so the pid cannot be reused yet.
@@ -444,6 +477,7 @@ class PtySession:
                 pid, status = self.pid, -1
             if pid == 0:
                 return False
+            _UNREAPED.discard(self.pid)
             if status == -1:
                 self._status = (None, None)
             elif os.WIFSIGNALED(status):

@@ -20,6 +20,7 @@ import msgspec
 
 from hive_core import control
 from hive_core.actions import ACTIONS, BY_NAME, Escalation, PersonAction
+from hive_core.caller import CallerError, require_person
 from hive_core.cli.common import HOME_HELP
 from hive_core.cli.cost_cmd import cost_command
 from hive_core.cli.render import preview, why_text
@@ -39,6 +40,14 @@ def _paths(home: str | None) -> HivePaths:
 def fail(message: str, code: int = 1) -> NoReturn:
     click.echo(f"hive-office: {message}", err=True)
     sys.exit(code)
+
+
+def person_only(paths: HivePaths, verb: str) -> None:
+    """Go on only if this process is the person (caller.require_person)."""
+    try:
+        require_person(paths, verb)
+    except CallerError as e:
+        fail(str(e))
 
 
 @contextlib.contextmanager
@@ -163,6 +172,7 @@ def stop(ctx: click.Context, home: str | None) -> None:
     """Stop the running office: its agents stop, waiting mail is routed, a last commit
     is made, and the office's process exits (this waits until it is gone)."""
     paths = _paths(home or ctx.obj["home"])
+    person_only(paths, "stop")
     try:
         pid = daemon.stop(paths)
     except (daemon.NotRunning, daemon.StopTimeout) as e:
@@ -339,6 +349,7 @@ def _hire_offline(paths: HivePaths, req: ControlRequest) -> ControlReply:
     office's lock, so an office starting meanwhile reads the file before or after)."""
     from hive_core.hire import HireRefused, hire_into, spec_from_request
 
+    person_only(paths, "hire")
     try:
         with office_lock(paths):
             config = load_office(paths.office_toml)

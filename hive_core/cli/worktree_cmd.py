@@ -10,6 +10,7 @@ from typing import NoReturn
 import click
 
 from hive_core import mail
+from hive_core.caller import CallerError, require_person
 from hive_core.cli.common import HOME_HELP, HiveError, click_home, home_option, open_caller
 from hive_core.config import ConfigError, load_office
 from hive_core.paths import HivePaths, resolve_home
@@ -40,12 +41,20 @@ def _fail(message: str) -> NoReturn:
     sys.exit(1)
 
 
-def _office(home: str | None) -> tuple[HivePaths, OfficeConfig]:
+def _office(home: str | None, person_only: str | None = None) -> tuple[HivePaths, OfficeConfig]:
+    """The office of `home`; `person_only`: the verb, which only the person may run
+    (caller.require_person)."""
     paths = HivePaths(resolve_home(home))
     try:
-        return paths, load_office(paths.office_toml)
+        config = load_office(paths.office_toml)
     except ConfigError as e:
         _fail(str(e))
+    if person_only is not None:
+        try:
+            require_person(paths, person_only)
+        except CallerError as e:
+            _fail(str(e))
+    return paths, config
 
 
 def render_stat(stats: list[FileStat]) -> str:
@@ -163,7 +172,7 @@ def diff_command(ctx: click.Context, home: str | None, stat: bool, agent: str) -
 @click.argument("agent")
 @click.pass_context
 def merge_command(ctx: click.Context, home: str | None, yes: bool, agent: str) -> None:
-    paths, config = _office(home or ctx.obj["home"])
+    paths, config = _office(home or ctx.obj["home"], person_only="merge")
     try:
         code = run_merge(
             plan_merge(paths, agent),
@@ -189,7 +198,7 @@ def remove_command(ctx: click.Context, home: str | None, agent: str) -> None:
     """Remove AGENT's worktree folder (its branch stays). Refused while it holds
     uncommitted work."""
     root = ctx.find_root().obj or {}
-    paths, _config = _office(home or root.get("home"))
+    paths, _config = _office(home or root.get("home"), person_only="worktree remove")
     try:
         click.echo(remove(paths, agent))
     except WorktreeError as e:

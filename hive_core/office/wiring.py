@@ -21,6 +21,7 @@ from pathlib import Path
 from hive_core import ci_logs
 from hive_core.agents.providers import providers
 from hive_core.agents.state import AgentState, AgentStates
+from hive_core.agents.strays import Strays, set_subreaper
 from hive_core.agents.supervisor import Supervisor
 from hive_core.clients.protocol import PROTOCOL_VERSION, Welcome
 from hive_core.clients.screens import Screens
@@ -154,13 +155,19 @@ class Office(PersonActions):
                 self.health.report(component, detail) if detail else self.health.clear(component)
             ),
         )
-        self.control = ControlServer(
-            paths.control_socket, self.perform, agents=self.states, log=self._agent_log
-        )
         # A remote desk's own hook and control sockets (its ssh link forwards the host's
         # ends here): a connection is the desk whose socket it came in on. Its `hive`
         # verbs are run here as it by the relay.
         self.relay = Relay(paths.home, self.plane.secret_of, log=self._agent_log)
+        self.control = ControlServer(
+            paths.control_socket,
+            self.perform,
+            agents=self.states,
+            log=self._agent_log,
+            desks=self.relay.desks,
+        )
+        # What agents leave behind is adopted by this process (strays.py).
+        self.strays = Strays(own=lambda: self.relay.desks().keys())
         self.desks: dict[str, tuple[HookServer, ControlServer]] = {
             spec.id: self._desk_servers(spec.id) for spec in self.config.agents if spec.host
         }
@@ -445,6 +452,8 @@ class Office(PersonActions):
         # Start-up reads and writes the whole home: on the route thread, so the app's
         # first frame is not held back by a backlog or a large hive.
         await loop.run_in_executor(self.routes.thread, self._start_up)
+        # Before any agent starts: what one leaves behind must never reach init.
+        set_subreaper(True)
         kicks = KickServer(self.paths.kick_socket, self.routes.request_scan)
         await kicks.start()
         await self.hooks.start()
@@ -472,6 +481,7 @@ class Office(PersonActions):
                 stop, lambda: {s.id: s.session_id for s in self.states.values()}
             ),
             "worktrees": lambda: self.worktrees.run(stop),
+            "strays": lambda: self.strays.run(stop),
             "digest": lambda: self.digest.run(stop),
             "ci-logs": lambda: ci_logs.sweep_loop(
                 self.paths, self.config.office, stop, self._office_log
@@ -510,6 +520,8 @@ class Office(PersonActions):
             for _desk_hooks, desk_control in list(self.desks.values()):
                 await desk_control.stop()
             await self.supervisor.stop_all()
+            # What the agents left behind ends with them.
+            await asyncio.to_thread(self.strays.end)
             await self.clients.stop()
             await self.hooks.stop()
             # As the office's own: a remote CLI's last hooks (SessionEnd) still answered.

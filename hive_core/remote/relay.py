@@ -77,7 +77,8 @@ class Relay:
         self.home = home
         self._secret_of = secret_of
         self._log = log
-        self._children: set[asyncio.subprocess.Process] = set()
+        # Each running verb and the desk it runs as.
+        self._children: dict[asyncio.subprocess.Process, str] = {}
 
     async def __call__(
         self,
@@ -110,7 +111,7 @@ class Relay:
                 writer.write(frame(EXIT, EXIT_CODE.pack(REFUSED)))
                 await writer.drain()
             return
-        self._children.add(proc)
+        self._children[proc] = desk
         feeding = asyncio.create_task(self._feed(reader, proc))
         try:
             assert proc.stdout is not None and proc.stderr is not None
@@ -129,7 +130,7 @@ class Relay:
             _kill(proc)
             with contextlib.suppress(ProcessLookupError):
                 await proc.wait()
-            self._children.discard(proc)
+            self._children.pop(proc, None)
 
     async def _feed(self, reader: asyncio.StreamReader, proc: asyncio.subprocess.Process) -> None:
         """The client's stdin frames into the child. The connection's end (or a frame
@@ -178,6 +179,11 @@ class Relay:
     def running(self) -> list[int]:
         """The pids of the relayed verbs running now."""
         return [proc.pid for proc in self._children if proc.returncode is None]
+
+    def desks(self) -> dict[int, str]:
+        """Each relayed verb not yet waited for, by pid: the desk it runs as (the leader
+        of its own session, so what it starts is the desk's too, control.py)."""
+        return {proc.pid: desk for proc, desk in list(self._children.items())}
 
     def close(self) -> None:
         """Kill every relayed verb still running (each connection then ends)."""

@@ -1,0 +1,338 @@
+"""No desk becomes the person (issue 24): a real `hive-office serve` whose desks are
+shells, each attack run from a desk's own terminal, each refusal shown beside the
+person's own way of doing the same thing.
+
+- what an agent leaves behind when its terminal ends (`setsid -f`, a daemon's double
+  fork) is adopted by the office, acts for nobody (not even with a secret read from
+  another desk's environment), is reaped when it exits and ended when the office stops;
+- the person's verbs that run outside the office (stop, merge, worktree remove, hire
+  with no office) are refused to a desk's process, by the office while it runs and by
+  the process's identity when none does.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+
+from hive_core.hive import init_office
+from hive_core.paths import HivePaths
+from tests.support import short_dir, wait_for
+
+BIN = Path(sys.executable).parent
+SHELL = 'provider = "shell"\ncommand = ["bash", "--norc", "--noprofile", "-i"]\n'
+DESKS = ("michael", "jim", "pam", "ryan", "kelly")
+
+
+def git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+class Done(NamedTuple):
+    rc: int
+    out: str
+
+
+class Office:
+    """A served office of shell desks working in one repository."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.scratch = root / "scratch"
+        self.scratch.mkdir()
+        self.repo = root / "repo"
+        self.repo.mkdir()
+        git(self.repo, "init", "-q", "-b", "main")
+        git(self.repo, "config", "user.email", "person@example.com")
+        git(self.repo, "config", "user.name", "Person")
+        (self.repo / "a.txt").write_text("a\n")
+        git(self.repo, "add", ".")
+        git(self.repo, "commit", "-qm", "init")
+        self.paths = HivePaths(root / "home")
+        self.paths.home.mkdir()
+        self.paths.office_toml.write_text(
+            '[office]\nmanager = "michael"\n'
+            + "".join(
+                f'\n[[agents]]\nid = "{d}"\nname = "{d.title()}"\n{SHELL}cwd = "{self.repo}"\n'
+                for d in DESKS
+            )
+        )
+        init_office(self.paths)
+        self._count = itertools.count()
+        self.proc = subprocess.Popen(
+            [str(BIN / "hive-office"), "serve", "--home", str(self.paths.home)],
+            env=self.env(),
+            stdout=(root / "serve.out").open("w"),
+            stderr=subprocess.STDOUT,
+        )
+        wait_for(lambda: all(self.pid(d) for d in DESKS), "the desks to start")
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("HIVE_")}
+        env["PATH"] = f"{BIN}:{env.get('PATH', '')}"
+        env["HIVE_HOME"] = str(self.paths.home)
+        return {**env, **extra}
+
+    def registry(self) -> dict[str, dict[str, object]]:
+        try:
+            data = json.loads(self.paths.registry.read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            return {}
+        return {e["id"]: e for e in data["agents"]}
+
+    def pid(self, desk: str) -> int | None:
+        pid = self.registry().get(desk, {}).get("pid")
+        return pid if isinstance(pid, int) else None
+
+    def person(self, *args: str, **env: str) -> Done:
+        """A command of the person's own terminal: no process of the office's."""
+        done = subprocess.run(
+            [str(BIN / args[0]), *args[1:]],
+            env=self.env(**env),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        return Done(done.returncode, done.stdout + done.stderr)
+
+    def type(self, desk: str, text: str) -> None:
+        typed = self.person("hive-office", "type", desk, text)
+        assert typed.rc == 0, typed.out
+
+    def in_desk(self, desk: str, command: str) -> Done:
+        """`command` typed into `desk`'s terminal; its exit code and output."""
+        out, rc = self._files()
+        self.type(desk, f"{{ {command} ; }} >{out} 2>&1; echo $? >{rc}")
+        return self._result(out, rc, f"`{command}` in {desk}")
+
+    def _files(self) -> tuple[Path, Path]:
+        n = next(self._count)
+        return self.scratch / f"{n}.out", self.scratch / f"{n}.rc"
+
+    @staticmethod
+    def _result(out: Path, rc: Path, what: str) -> Done:
+        wait_for(lambda: rc.exists() and rc.read_text().endswith("\n"), what)
+        return Done(int(rc.read_text()), out.read_text())
+
+    def left_behind(
+        self, desk: str, start: str, before: list[str], after: list[str]
+    ) -> tuple[int, list[Done], list[Done]]:
+        """A script `start`ed from `desk`'s terminal (`start` holds `{script}`): it runs
+        `before` while the desk lives, waits until the desk's shell has exited and the
+        office adopted it, then runs `after`. Its pid and each command's result."""
+        name = f"left{next(self._count)}"
+        pid_file = self.scratch / f"{name}.pid"
+        outs = [self._files() for _ in [*before, *after]]
+        run = [
+            f"{{ {command} ; }} >{out} 2>&1; echo $? >{rc}"
+            for command, (out, rc) in zip([*before, *after], outs, strict=True)
+        ]
+        script = self.scratch / f"{name}.sh"
+        script.write_text(
+            f"echo $$ >{pid_file}\n"
+            + "\n".join(run[: len(before)])
+            + "\n# Adopted: the desk's shell is gone and the office is this one's parent.\n"
+            + f'while [ "$(cut -d" " -f4 /proc/$$/stat)" != "{self.proc.pid}" ]; do\n'
+            + "  sleep 0.05\ndone\n"
+            + "\n".join(run[len(before) :])
+            + "\n"
+        )
+        self.type(desk, start.format(script=script))
+        wait_for(lambda: pid_file.exists() and pid_file.read_text().endswith("\n"), name)
+        done_before = [self._result(o, r, f"{name} before") for o, r in outs[: len(before)]]
+        self.type(desk, "exit")
+        done_after = [self._result(o, r, f"{name} after") for o, r in outs[len(before) :]]
+        return int(pid_file.read_text()), done_before, done_after
+
+    def secret_of(self, desk: str) -> str:
+        """What any process of the user can read: a desk's environment."""
+        environ = Path(f"/proc/{self.pid(desk)}/environ").read_bytes().split(b"\0")
+        return next(v for v in environ if v.startswith(b"HIVE_SECRET=")).split(b"=", 1)[1].decode()
+
+    def board(self) -> str:
+        return (self.paths.hive / "board.md").read_text()
+
+
+@pytest.fixture(scope="module")
+def office() -> Iterator[Office]:
+    with short_dir() as root:
+        running = Office(root)
+        try:
+            yield running
+        finally:
+            if running.proc.poll() is None:
+                running.proc.terminate()
+                running.proc.wait(timeout=60)
+
+
+def gone(pid: int) -> bool:
+    """Exited and reaped (a zombie still has its /proc entry)."""
+    return not Path(f"/proc/{pid}").exists()
+
+
+def parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+STRAY = "in no agent's session"
+
+
+def test_a_desks_setsid_orphan_acts_for_nobody_and_is_reaped(office: Office) -> None:
+    michael = office.pid("michael")
+    marker = office.scratch / "typed-by-the-orphan"
+    steal = (
+        f"HIVE_AGENT_ID=michael HIVE_SECRET=$(tr '\\0' '\\n' </proc/{michael}/environ "
+        "| sed -n 's/^HIVE_SECRET=//p') hive board --text '# stolen'"
+    )
+    pid, before, after = office.left_behind(
+        "ryan",
+        "setsid -f sh {script}",
+        before=["hive-office pause pam"],
+        after=[
+            "hive-office pause pam",
+            f"hive-office type michael 'touch {marker}'",
+            steal,
+            "hive inbox",  # as ryan, with ryan's own secret, which it inherited
+            "env -u HIVE_AGENT_ID -u HIVE_SECRET hive-office stop",
+            "env -u HIVE_AGENT_ID -u HIVE_SECRET hive-office hire toby --name Toby "
+            "--provider shell",
+            "hive-office status",  # reads only: anyone below the office may ask
+        ],
+    )
+    # While ryan's shell lived, its orphan was ryan's (the CLI adopted it).
+    assert before[0].rc == 1 and "you are ryan" in before[0].out, before[0].out
+    pause, typed, stolen, inbox, stop, hire, status = after
+    for refused in (pause, typed, stolen, inbox, stop, hire):
+        assert refused.rc == 1 and STRAY in refused.out, refused.out
+    assert "`pause` is the person's" in pause.out and "`stop` is the person's" in stop.out
+    assert status.rc == 0 and '"michael"' in status.out, status.out
+    assert "# stolen" not in office.board()
+    assert not office.registry()["pam"]["paused"]
+    assert "toby" not in office.registry()
+    assert office.proc.poll() is None
+    # The office waited for it: no zombie is left behind.
+    wait_for(lambda: gone(pid), "the orphan to be reaped")
+    # The person's own pause and typing still work.
+    assert office.person("hive-office", "pause", "pam").rc == 0
+    wait_for(lambda: office.registry()["pam"]["paused"], "the person's pause")
+    assert office.person("hive-office", "resume", "pam").rc == 0
+    wait_for(lambda: not office.registry()["pam"]["paused"], "the person's resume")
+    office.type("michael", f"touch {marker}")
+    wait_for(marker.exists, "the person's typing")
+
+
+def test_a_daemons_double_fork_is_adopted_and_acts_for_nobody(office: Office) -> None:
+    michael = office.pid("michael")
+    steal = (
+        f"HIVE_AGENT_ID=michael HIVE_SECRET=$(tr '\\0' '\\n' </proc/{michael}/environ "
+        "| sed -n 's/^HIVE_SECRET=//p') hive board --text '# daemon'"
+    )
+    # A daemon's start: fork, a session of its own, fork again, the middle one exits.
+    pid, before, after = office.left_behind(
+        "kelly",
+        "( setsid sh -c 'sh {script} &' & )",
+        before=["hive inbox"],
+        after=["hive-office halt michael", steal, "hive inbox"],
+    )
+    assert before[0].rc == 0, before[0].out
+    for refused in after:
+        assert refused.rc == 1 and STRAY in refused.out, refused.out
+    assert "# daemon" not in office.board()
+    wait_for(lambda: gone(pid), "the daemon to be reaped")
+    # The manager's own board write still works, from its own terminal.
+    board = office.in_desk("michael", "hive board --text '# the plan'")
+    assert board.rc == 0, board.out
+    wait_for(lambda: "# the plan" in office.board(), "the manager's board")
+
+
+def test_a_stolen_secret_is_nothing_from_outside_the_desk(office: Office) -> None:
+    stolen = office.person(
+        "hive",
+        "board",
+        "--text",
+        "# borrowed",
+        HIVE_AGENT_ID="michael",
+        HIVE_SECRET=office.secret_of("michael"),
+    )
+    assert stolen.rc == 1 and "michael is running" in stolen.out, stolen.out
+    # From another desk's terminal it is "you are jim", whatever the secret.
+    from_jim = office.in_desk(
+        "jim",
+        f"HIVE_AGENT_ID=michael HIVE_SECRET={office.secret_of('michael')} hive board "
+        "--text '# borrowed'",
+    )
+    assert from_jim.rc == 1 and "you are jim" in from_jim.out, from_jim.out
+    assert "# borrowed" not in office.board()
+
+
+def test_stop_merge_and_worktree_remove_are_the_persons_alone(office: Office) -> None:
+    jim = office.paths.worktree("jim")
+    (jim / "j.txt").write_text("jim's work\n")
+    git(jim, "add", "j.txt")
+    git(jim, "commit", "-qm", "jim's work")
+    for verb, args in (
+        ("stop", ""),
+        ("merge", " jim --yes"),
+        ("worktree remove", " jim"),
+        ("worktree remove", " pam"),
+    ):
+        refused = office.in_desk("jim", f"hive-office {verb}{args}")
+        assert refused.rc == 1 and "you are jim" in refused.out, (verb, refused.out)
+        assert f"`{verb}` is the person's to do" in refused.out, refused.out
+    # `hive merge` is the manager's, and the person's.
+    assert office.in_desk("jim", "hive merge jim").rc == 1
+    assert not (office.repo / "j.txt").exists()
+    assert jim.is_dir() and office.paths.worktree("pam").is_dir()
+    assert office.proc.poll() is None and office.person("hive-office", "status").rc == 0
+
+    merged = office.person("hive-office", "merge", "jim", "--yes")
+    assert merged.rc == 0, merged.out
+    assert (office.repo / "j.txt").read_text() == "jim's work\n"
+
+
+def test_the_person_stops_the_office_and_what_was_left_behind_ends_with_it(
+    office: Office,
+) -> None:
+    # A long-lived leftover of a desk whose shell then ended: the office's now.
+    pid_file = office.scratch / "sleeper.pid"
+    start = f"setsid -f sh -c 'echo $$ >{pid_file}; exec sleep 600'"
+    office.type("pam", start)
+    wait_for(lambda: pid_file.exists() and pid_file.read_text().endswith("\n"), "the sleeper")
+    sleeper = int(pid_file.read_text())
+    office.type("pam", "exit")
+    wait_for(lambda: parent(sleeper) == office.proc.pid, "the office to adopt the sleeper")
+
+    stopped = office.person("hive-office", "stop")
+    assert stopped.rc == 0, stopped.out
+    assert office.proc.wait(timeout=60) == 0
+    wait_for(lambda: gone(sleeper), "the sleeper to end with the office")
+
+    # No office: a process holding a desk's identity is not the person.
+    as_jim = office.person("hive-office", "worktree", "remove", "jim", HIVE_AGENT_ID="jim")
+    assert as_jim.rc == 1 and "HIVE_AGENT_ID=jim" in as_jim.out, as_jim.out
+    with_secret = office.person("hive-office", "stop", HIVE_SECRET="anything")
+    assert with_secret.rc == 1 and "holds an agent's identity" in with_secret.out
+    hire = office.person(
+        "hive-office",
+        "hire",
+        "toby",
+        "--name",
+        "Toby",
+        "--provider",
+        "shell",
+        HIVE_AGENT_ID="jim",
+    )
+    assert hire.rc == 1 and "holds an agent's identity" in hire.out, hire.out
+    assert "toby" not in office.paths.office_toml.read_text()
+    removed = office.person("hive-office", "worktree", "remove", "jim")
+    assert removed.rc == 0, removed.out
+    assert not office.paths.worktree("jim").exists()
