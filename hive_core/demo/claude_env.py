@@ -11,8 +11,8 @@ returns the environment for a claude process pointed at that home and at `base_u
 scripted model, normally), with telemetry and other non-essential traffic off.
 
 Facts from claude 2.1.197 that shape this:
-- `customApiKeyResponses.approved` holds the last 20 characters of the key, not the key
-  (the CLI compares `key.slice(-20)`); a key of 20 characters or fewer is stored whole.
+- `customApiKeyResponses.approved` holds the key's abbreviation (login.approved_key_form:
+  its last 20 characters), not the key.
 - `projects` is keyed by the absolute, symlink-resolved working directory.
 """
 
@@ -24,10 +24,8 @@ from pathlib import Path
 
 import msgspec
 
+from hive_core.agents.login import approved_key_form
 from hive_core.fsio import atomic_write
-
-# How the CLI abbreviates a key before looking it up in `approved`.
-APPROVED_KEY_SUFFIX = 20
 
 
 class ProjectConfig(msgspec.Struct):
@@ -45,10 +43,6 @@ class ClaudeConfig(msgspec.Struct):
     customApiKeyResponses: ApiKeyResponses
     projects: dict[str, ProjectConfig]
     hasCompletedOnboarding: bool = True
-
-
-def approved_key_form(api_key: str) -> str:
-    return api_key[-APPROVED_KEY_SUFFIX:]
 
 
 def write_claude_config(config_dir: Path, api_key: str, trusted: Iterable[Path]) -> Path:
