@@ -14,7 +14,10 @@ an attach are paced the same way). Small messages
 HELD_MAX of them pile up has stopped reading and is dropped.
 
 A pane's pty size is the smallest (rows and cols apart) among the attached clients
-that show it, as tmux's default; shown by none, it keeps its last size.
+that show it, as tmux's default; shown by none, it keeps its last size. A client that
+shows a pane at another size gets a Snapshot of it, which carries the pty's size: its
+pane is that size, and the room a larger client has beyond it is marked, as tmux marks
+a window smaller than its client.
 
 Everything here runs on the office's loop; nothing in it blocks.
 """
@@ -349,12 +352,22 @@ class ClientServer:
         touched = set(client.visible) | set(agents)
         client.visible = {a: sizes[a] for a in agents if a in sizes and a in self._states}
         self._apply_sizes(touched)
+        # Shown larger than its pty (another client shows it smaller): the pty's size.
+        shown_larger = {a for a, size in client.visible.items() if self._screens.size(a) != size}
+        if shown_larger:
+            client.stale |= shown_larger
+            self.resync(client)
 
     def _apply_sizes(self, agents: Iterable[str]) -> None:
         wanted = pane_sizes((c.visible for c in self._clients), agents)
         for agent_id, (rows, cols) in wanted.items():
             if self._screens.size(agent_id) != (rows, cols):
                 self._supervisor.resize(rows, cols, agent_id)
+                # Every client showing it follows the pty's new size.
+                for client in list(self._clients):
+                    if agent_id in client.visible:
+                        client.stale.add(agent_id)
+                        self.resync(client)
 
     def resync(self, client: _Client) -> None:
         """A fresh screen of each pane it missed bytes of (or has none of yet), as long

@@ -68,6 +68,9 @@ HINT_STYLE = Style(reverse=True)
 # Only measures text for wrapping (cell widths); it never writes.
 _MEASURE = Console(width=1, legacy_windows=False, force_terminal=False, file=None)
 _CURSOR_UNKNOWN = -1  # the terminal was restarted: whatever it shows must be written again
+# What tmux draws around a window smaller than its client (screen-redraw.c): the edges,
+# the corner and the fill of the room beyond.
+_EDGE_RIGHT, _EDGE_BOTTOM, _CORNER, _FILL = "│", "─", "┘", "·"
 
 _styles: dict[Attrs, Style] = {}
 
@@ -263,13 +266,13 @@ class TerminalPane(Widget):
 
     def restore(self, snapshot: bytes) -> None:
         """The office's copy of this terminal (`Emulator.snapshot`, at the pty's size):
-        it replaces what the pane had; then the pane's own size applies again."""
+        it replaces what the pane had, at that size. The office sends one whenever the
+        pty's size is not the one this pane asked for (hive_core/clients/server.py): a
+        pane larger than its pty (another client shows it smaller) marks the rest."""
         self.emulator.restore(snapshot)
         self._strips.clear()
         self._history.clear()
         self.scroll_back = min(self.scroll_back, self.emulator.history_size)
-        if self._pty_size is not None and not self._exited:
-            self._fit_emulator(*self._pty_size)
         self.refresh()
         if self._frame is not None:
             self._frame.resume()
@@ -361,7 +364,38 @@ class TerminalPane(Widget):
     def on_unmount(self) -> None:
         self._set_real_cursor(None)
 
+    def _shrunk(self) -> tuple[int, int] | None:
+        """The pty's (rows, cols) while the pane is larger than it, because another client
+        of the office shows it smaller; None otherwise (an exited child's last screen
+        keeps its size and is not marked)."""
+        if self._exited or self.notice is not None:
+            return None
+        rows, cols = self.emulator.size
+        if rows >= self.size.height and cols >= self.size.width:
+            return None
+        return rows, cols
+
     def render_line(self, y: int) -> Strip:
+        """The row; in a pane larger than its pty, the room beyond the pty's edge is
+        marked as tmux marks a window smaller than its client: a line along the edge and
+        the rest filled with dots."""
+        shrunk = self._shrunk()
+        if shrunk is None:
+            return self._line(y)
+        rows, cols = shrunk
+        width = self.size.width
+        if y > rows:
+            return Strip([Segment(_FILL * width)])
+        if y == rows:
+            edge = _EDGE_BOTTOM * min(cols, width) + (_CORNER if cols < width else "")
+            return Strip([Segment(edge + _FILL * (width - len(edge)))])
+        line = self._line(y)
+        if cols >= width:
+            return line
+        beyond = Strip([Segment(_EDGE_RIGHT + _FILL * (width - cols - 1))])
+        return Strip.join([line.crop(0, cols), beyond])
+
+    def _line(self, y: int) -> Strip:
         width = self.size.width
         if self.notice is not None:
             return self._notice_line(y, width)
@@ -620,7 +654,8 @@ class TerminalPane(Widget):
         if self._copy is not None or self.notice is not None:
             return
         lines = self._freeze()
-        height = max(1, self.size.height)
+        shrunk = self._shrunk()
+        height = max(1, self.size.height if shrunk is None else min(shrunk[0], self.size.height))
         bottom = max(0, len(lines) - height)
         if self.scroll_back:
             top = max(0, lines.history - self.scroll_back)
