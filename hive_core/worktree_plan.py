@@ -311,14 +311,19 @@ def remote_git_script(cwd: str, args: Sequence[str]) -> str:
     return _remote_cd(cwd) + gitsafe.shell_prelude() + "exec " + gitsafe.shell_words(args)
 
 
-def remote_each_script(cwd: str, commands: Sequence[Sequence[str]], ok: Sequence[int]) -> str:
-    """Several git commands in `cwd` in one connection, their output one after the other;
-    the first whose exit is not in `ok` ends the script with that exit."""
-    allowed = "|".join(str(code) for code in ok)
-    steps = [
-        f"{gitsafe.shell_words(args)}; c=$?; case $c in {allowed}) ;; *) exit $c;; esac"
-        for args in commands
-    ]
+def remote_new_files_script(cwd: str, names: Sequence[str]) -> str:
+    """git's patch of each untracked file in `cwd` on the host, in one connection: only
+    a symlink or a regular file is given to `git diff --no-index` (which reads a FIFO,
+    from git 2.42 on, and would wait for a writer); git's exit 1 (a difference) is its
+    success here, any other ends the script with that exit."""
+    steps = []
+    for name in names:
+        word = shlex.quote(name)
+        diff = ["diff", *gitsafe.DIFF_FLAGS, "--no-color", "--no-index", "--", "/dev/null", name]
+        steps.append(
+            f"if [ -h {word} ] || [ -f {word} ]; then {gitsafe.shell_words(diff)}; c=$?; "
+            "case $c in 0|1) ;; *) exit $c;; esac; fi"
+        )
     return _remote_cd(cwd) + gitsafe.shell_prelude() + "; ".join(steps)
 
 

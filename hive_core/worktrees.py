@@ -58,9 +58,9 @@ from hive_core.worktree_plan import (
     parse_patch,
     parse_top_prefix,
     parse_worktree_list,
-    remote_each_script,
     remote_git_script,
     remote_home_script,
+    remote_new_files_script,
     remote_setup_script,
     stat_of,
     unreachable_text,
@@ -203,11 +203,17 @@ class Git:
             )
         return done
 
-    def each(
-        self, commands: Sequence[Sequence[str]], cwd: Path | str, *, ok: tuple[int, ...] = (0,)
-    ) -> bytes:
-        """Several git commands' output, in order (RemoteGit: in one connection)."""
-        return b"".join(self(args, cwd, ok=ok).stdout for args in commands)
+    def new_files(self, names: Sequence[str], cwd: Path | str) -> str:
+        """git's patch of each untracked file as a new file. Made here from the office's
+        own safe read (`git diff --no-index` would read a FIFO an agent left, from git
+        2.42 on, and wait for a writer); a FIFO or device is left out."""
+        parts = []
+        for name in names:
+            found = _new_file(str(cwd), name)
+            if found is not None:
+                data, mode, whole = found
+                parts.append(new_file_patch(name, data, mode, whole=whole))
+        return "".join(parts)
 
     def is_dir(self, folder: Path | str) -> bool:
         return os.path.isdir(folder)
@@ -279,14 +285,14 @@ class RemoteGit(Git):
         done = self._run(remote_git_script(str(cwd), args), what=what)
         return self._checked(done, cwd, what, ok)
 
-    def each(
-        self, commands: Sequence[Sequence[str]], cwd: Path | str, *, ok: tuple[int, ...] = (0,)
-    ) -> bytes:
-        if not commands:
-            return b""
-        what = f"`git {' '.join(commands[0])}` and {len(commands) - 1} more like it"
-        done = self._run(remote_each_script(str(cwd), commands, ok), what=what)
-        return self._checked(done, cwd, what, (0,)).stdout
+    def new_files(self, names: Sequence[str], cwd: Path | str) -> str:
+        """git there makes the patches, in one connection (reading each file over ssh
+        would be a connection each); only regular files and symlinks are given to it."""
+        if not names:
+            return ""
+        what = f"`git diff --no-index` of {len(names)} new file{'s' if len(names) != 1 else ''}"
+        done = self._run(remote_new_files_script(str(cwd), names), what=what)
+        return self._checked(done, cwd, what, (0,)).stdout.decode("utf-8", "replace")
 
     def is_dir(self, folder: Path | str) -> bool:
         return self._run(f"test -d {remote_path_word(str(folder))}", what="test -d").returncode == 0
@@ -646,11 +652,9 @@ def changed_files(record: WorktreeRecord, *, run: Git | None = None) -> list[Fil
     stats = parse_numstat(out.stdout)
     new = untracked(record.path, run=run)
     if run.host is not None and new:
-        # Reading each file over ssh would be a connection each: git counts them there.
-        text = run.each(_new_file_diffs(new), record.path, ok=(0, 1))
         stats += [
             stat_of(msgspec.structs.replace(p, untracked=True))
-            for p in parse_patch(text.decode("utf-8", "replace"))
+            for p in parse_patch(run.new_files(new, record.path))
         ]
         return sorted(stats, key=lambda s: s.path)
     for name in new:
@@ -678,13 +682,6 @@ def _new_file(folder: str, name: str) -> tuple[bytes, str, bool] | None:
         return None
     mode = MODE_EXECUTABLE if st.st_mode & 0o100 else MODE_FILE
     return data, mode, len(data) == st.st_size
-
-
-def _new_file_diffs(names: Iterable[str]) -> list[list[str]]:
-    return [
-        ["diff", *gitsafe.DIFF_FLAGS, "--no-color", "--no-index", "--", "/dev/null", name]
-        for name in names
-    ]
 
 
 def patch(
@@ -749,18 +746,8 @@ def _patch(
         args += ["--", *sorted(wanted)]
     parts = [run(args, record.path).stdout.decode("utf-8", "replace")] if wanted != set() else []
     added = [name for name in new if wanted is None or name in wanted]
-    if added and run.host is not None:
-        parts.append(
-            run.each(_new_file_diffs(added), record.path, ok=(0, 1)).decode("utf-8", "replace")
-        )
-    elif added:
-        # Read here with the office's own safe open: `git diff --no-index` would read a
-        # FIFO an agent left (git 2.42 on) and wait for a writer.
-        for name in added:
-            found = _new_file(record.path, name)
-            if found is not None:
-                data, mode, whole = found
-                parts.append(new_file_patch(name, data, mode, whole=whole))
+    if added:
+        parts.append(run.new_files(added, record.path))
     return "".join(parts)
 
 

@@ -13,7 +13,14 @@ import pytest
 
 from hive_core import gitsafe
 from hive_core.fsio import UnsafeFile, open_regular, read_head
-from hive_core.worktree_plan import MODE_EXECUTABLE, MODE_FILE, MODE_LINK, new_file_patch
+from hive_core.worktree_plan import (
+    MODE_EXECUTABLE,
+    MODE_FILE,
+    MODE_LINK,
+    new_file_patch,
+    remote_new_files_script,
+)
+from hive_core.worktrees import LOCAL
 
 
 def git(cwd: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
@@ -158,3 +165,18 @@ def test_the_safe_open_never_waits_on_a_fifo_or_follows_a_link(tmp_path: Path) -
     assert data == b"\0" * 1024 and st.st_size == 4 << 30
     with pytest.raises(FileNotFoundError):
         read_head(tmp_path / "missing", 10)
+
+
+def test_a_remote_hosts_new_file_patches_are_the_local_runners(tmp_path: Path) -> None:
+    """The host's script (run here by /bin/sh, as ssh's login shell would) and the local
+    runner give the same patches, and both leave a FIFO out without waiting on it."""
+    (tmp_path / "text.txt").write_bytes(b"one\ntwo\n")
+    (tmp_path / "link").symlink_to("/dev/zero")
+    os.mkfifo(tmp_path / "fifo")
+    names = ["text.txt", "link", "fifo"]
+    script = remote_new_files_script(str(tmp_path), names)
+    done = subprocess.run(["/bin/sh", "-c", script], capture_output=True, check=False, timeout=60)
+    assert done.returncode == 0, done.stderr
+    here = LOCAL.new_files(names, tmp_path)
+    assert done.stdout.decode() == here
+    assert "b/text.txt" in here and "+/dev/zero" in here and "fifo" not in here

@@ -8,9 +8,9 @@ import shlex
 import msgspec
 import pytest
 
+from hive_core import gitsafe
 from hive_core.remote.plan import rdir_relative, remote_worktree_relative
 from hive_core.schema import AgentSpec
-from hive_core import gitsafe
 from hive_core.worktree_plan import (
     NO_FOLDER_EXIT,
     FileStat,
@@ -24,9 +24,9 @@ from hive_core.worktree_plan import (
     parse_patch,
     parse_top_prefix,
     parse_worktree_list,
-    remote_each_script,
     remote_git_script,
     remote_home_script,
+    remote_new_files_script,
     remote_setup_script,
     unreachable_text,
     untracked_stat,
@@ -169,12 +169,12 @@ def test_a_remote_git_command_cds_quotes_every_word_and_says_a_missing_folder() 
     assert remote_git_script("~/src/app", ["status"]).startswith('cd "$HOME"/src/app || ')
 
 
-def test_several_git_commands_share_one_connection_and_stop_at_the_first_failure() -> None:
-    script = remote_each_script("/r", [["diff", "a b"], ["diff", "c"]], (0, 1))
-    steps = script.split("HIVE_EOF\nexport GIT_CONFIG_COUNT=\"$n\"; ", 1)[1].split("; git ")
+def test_new_files_share_one_connection_and_only_files_and_links_reach_git() -> None:
+    script = remote_new_files_script("/r", ["a b", "c"])
+    steps = script.split('HIVE_EOF\nexport GIT_CONFIG_COUNT="$n"; ', 1)[1].split("; if ")
     assert len(steps) == 2
-    assert "'a b'; c=$?; case $c in 0|1) ;; *) exit $c;; esac" in steps[0]
-    assert shlex.split(steps[1].split(";")[0]) == gitsafe.argv(["diff", "c"])[1:]
+    assert steps[0].startswith("if [ -h 'a b' ] || [ -f 'a b' ]; then git ")
+    assert "case $c in 0|1) ;; *) exit $c;; esac; fi" in steps[1]
 
 
 def test_setup_and_home_scripts_for_the_host() -> None:
