@@ -158,11 +158,20 @@ def serve(ctx: click.Context, home: str | None, no_agents: bool) -> None:
 async def _serve(office: Office, early: list[int]) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    if early:
+
+    def stopping() -> None:
         stop.set()
-    await office.run(stop)
+        # However the stop goes, the process (and so the home's lock) ends by the deadline.
+        daemon.exit_by()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stopping)
+    if early:
+        stopping()
+    try:
+        await office.run(stop)
+    finally:
+        daemon.exit_by()  # an office that ended on its own: its threads may still hold it
 
 
 @cli.command()
