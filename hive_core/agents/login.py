@@ -38,7 +38,7 @@ from __future__ import annotations
 import os
 import shlex
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -112,8 +112,13 @@ class _KeyAnswers(msgspec.Struct):
     rejected: list[str] = []
 
 
+class _Project(msgspec.Struct):
+    hasTrustDialogAccepted: bool = False
+
+
 class _Config(msgspec.Struct):
     hasCompletedOnboarding: bool = False
+    projects: dict[str, _Project] = {}
     customApiKeyResponses: _KeyAnswers = msgspec.field(default_factory=_KeyAnswers)
     primaryApiKey: str | None = None
     oauthAccount: dict[str, object] | None = None
@@ -152,13 +157,26 @@ class ClaudeLogin:
     asks: str | None = None
 
 
+@dataclass(frozen=True)
+class Folder:
+    """Where a desk starts, as Claude Code's trust question knows it: `key` is the
+    folder it records the answer under (a git worktree's main checkout, else the git
+    root, else the folder), `path` the folder itself (an answer for a folder above it
+    counts too)."""
+
+    key: Path
+    path: Path
+
+
 def claude_login(
     env: Mapping[str, str],
     places: ClaudePlaces,
     files: Mapping[Path, bytes | None],
     platform: str = sys.platform,
+    folder: Folder | None = None,
 ) -> ClaudeLogin:
-    """`places`: claude_places(env); `files`: their contents (None: absent)."""
+    """`places`: claude_places(env); `files`: their contents (None: absent); `folder`:
+    where the desk starts, when its trust question counts too."""
     settings = [_decode(files.get(p), _Settings) for p in places.settings]
     # Settings' env applies over the process's, managed settings last.
     merged = dict(env)
@@ -171,7 +189,39 @@ def claude_login(
         return ClaudeLogin(source=None, ready=False, asks="a login")
     if asks is None and not config.hasCompletedOnboarding:
         asks = "its first-run questions"
+    if asks is None and folder is not None and not _trusted(merged, config, folder):
+        asks = f"whether to trust {folder.key}"
     return ClaudeLogin(source=source, ready=asks is None, asks=asks)
+
+
+def _trusted(env: Mapping[str, str], config: _Config, folder: Folder) -> bool:
+    if env.get("CLAUDE_CODE_SANDBOXED", "").strip().lower() in ("1", "true", "yes", "on"):
+        return True
+    answered = {k for k, p in config.projects.items() if p.hasTrustDialogAccepted}
+    return str(folder.key) in answered or any(
+        str(p) in answered for p in (folder.path, *folder.path.parents)
+    )
+
+
+def desk_folder(cwd: Path) -> Folder:
+    """The Folder of `cwd`, read from its git files the way Claude Code does (no git
+    run): a worktree's `.git` file leads to its main checkout."""
+    path = Path(os.path.realpath(cwd))
+    root = next((p for p in (path, *path.parents) if (p / ".git").exists()), None)
+    if root is None:
+        return Folder(key=path, path=path)
+    dot_git = root / ".git"
+    try:
+        text = dot_git.read_text().strip() if dot_git.is_file() else ""
+        if not text.startswith("gitdir:"):
+            return Folder(key=root, path=path)
+        gitdir = (root / text.removeprefix("gitdir:").strip()).resolve()
+        common = (gitdir / (gitdir / "commondir").read_text().strip()).resolve()
+    except OSError:
+        return Folder(key=root, path=path)
+    if gitdir.parent != common / "worktrees":
+        return Folder(key=root, path=path)
+    return Folder(key=common.parent if common.name == ".git" else common, path=path)
 
 
 def _source(
@@ -217,11 +267,13 @@ class LoginReader:
         self.platform = platform
         self._files: dict[Path, tuple[tuple[int, int, int], bytes | None]] = {}
 
-    def __call__(self, env: Mapping[str, str]) -> ClaudeLogin:
+    def __call__(self, env: Mapping[str, str], folder: Path | None = None) -> ClaudeLogin:
+        """`folder`: where the desk that asks starts, when its trust answer counts."""
         legacy = claude_places(env).settings[0].parent / ".config.json"
         places = claude_places(env, legacy_config_exists=self._read(legacy) is not None)
         files = {p: self._read(p) for p in (places.config, places.credentials, *places.settings)}
-        return claude_login(env, places, files, self.platform)
+        where = None if folder is None else desk_folder(folder)
+        return claude_login(env, places, files, self.platform, where)
 
     def _read(self, path: Path) -> bytes | None:
         try:
@@ -243,17 +295,14 @@ class LoginReader:
         return raw
 
 
-def read_claude_login(env: Mapping[str, str]) -> ClaudeLogin:
-    return LoginReader()(env)
+def read_claude_login(env: Mapping[str, str], folder: Path | None = None) -> ClaudeLogin:
+    return LoginReader()(env, folder)
 
 
 def desk_env(agent_env: Mapping[str, str], base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment a local desk starts with, as far as its login goes: the office's
     own, then the roster's `env` (provider.office_env adds only the office's variables)."""
     return {**(os.environ if base is None else base), **agent_env}
-
-
-LoginCheck = Callable[[Mapping[str, str]], ClaudeLogin]
 
 
 def demo_command(home: Path) -> str:

@@ -59,7 +59,6 @@ OutputSink = Callable[[str, bytes], None]
 TellManager = Callable[[str, str, str], None]
 # (component, detail): a problem of the office (None: it cleared), as health.py keeps them.
 Report = Callable[[str, str | None], None]
-LoginCheck = Callable[[Mapping[str, str]], ClaudeLogin]
 STARTED_AT_ONCE = "right after it started"
 
 
@@ -106,12 +105,11 @@ class Supervisor:
         workplace: Callable[[AgentSpec], Awaitable[Path | None]] | None = None,
         tell_manager: TellManager | None = None,
         report: Report | None = None,
-        login: LoginCheck | None = None,
     ) -> None:
         self.paths = paths
         self.report = report
         # Whether a claude desk finds a login (hive_core/agents/login.py).
-        self.login: LoginCheck = login or LoginReader()
+        self.login = LoginReader()
         # Claude desks that wait for the login the first claude desk's pane asks for,
         # and the pass that starts them once it exists.
         self.awaiting_login: set[str] = set()
@@ -417,7 +415,7 @@ class Supervisor:
         # A signal is the office's own stop or archive (or the person's kill), not a
         # failure to start.
         failed = lived < QUICK_EXIT_S and code not in (0, None)
-        no_login = failed and self._login_sentence(agent_id) is not None
+        no_login = failed and self._lacks_login(agent_id)
         with self.states.edit(agent_id):
             state.pid = None
             state.exit_status = code if code is not None else (-sig if sig else None)
@@ -450,27 +448,35 @@ class Supervisor:
         first = first_claude(specs, self.config.office.manager)
         return None if first is None else first.id
 
-    def _desk_login(self, agent_id: str) -> ClaudeLogin:
-        return self.login(desk_env(self.states[agent_id].spec.env))
+    def _desk_login(self, agent_id: str, first: str | None = None) -> ClaudeLogin:
+        """The login this desk would find; with `first`, also whether the person has
+        answered Claude Code's trust question in that desk's pane (for its repository:
+        the desks' worktrees share the answer)."""
+        folder = None if first is None else Path(self.states[first].spec.cwd).expanduser()
+        return self.login(desk_env(self.states[agent_id].spec.env), folder)
 
     def _login_wait(self, agent_id: str) -> str | None:
         """What this desk waits for before it starts (None: it starts now)."""
         first = self.login_desk()
         if first is None or first == agent_id or not self._claude_here(agent_id):
             return None
-        login = self._desk_login(agent_id)
+        login = self._desk_login(agent_id, first)
         return None if login.ready else waiting_notice(login, self.states[first].spec.name)
 
     def _login_sentence(self, agent_id: str) -> str | None:
-        """What to do when a claude desk cannot start for want of a login (None: it has
-        one, or it is no local claude desk)."""
+        """What to do while a claude desk waits for what the first desk's pane asks
+        (None: nothing to wait for, or it is no local claude desk)."""
         first = self.login_desk()
         if first is None or not self._claude_here(agent_id):
             return None
-        login = self._desk_login(agent_id)
+        login = self._desk_login(agent_id, first)
         if login.ready:
             return None
         return office_sentence(login, self.states[first].spec.name, self.paths)
+
+    def _lacks_login(self, agent_id: str) -> bool:
+        """A local claude desk that would find no login at all."""
+        return self._claude_here(agent_id) and self._desk_login(agent_id).source is None
 
     def _watch_login(self) -> None:
         if self._login_watch is None or self._login_watch.done():
@@ -485,7 +491,7 @@ class Supervisor:
                     state = self.states[agent_id]
                     if state.status == "archived" or state.spec.archived:
                         self.awaiting_login.discard(agent_id)
-                    elif self._desk_login(agent_id).ready:
+                    elif self._login_wait(agent_id) is None and not self._lacks_login(agent_id):
                         self.log(agent_id, "a login is there: starting")
                         await self._start(agent_id)
                 if not self.awaiting_login:

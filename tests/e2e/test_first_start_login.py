@@ -3,12 +3,14 @@ tmux. A home with no Claude login and no key: one sentence on screen says what t
 the manager's desk is the one started (the person logs in there), the other claude desks
 wait in their panes instead of failing, doctor fails with the same advice, and no desk is
 started again and again. Once the login is there (written as /login writes it), the
-waiting desks start by themselves, on the shared login. With a key the person approved,
-every desk starts at once.
+others still wait for Claude Code's trust question, which the person answers once in
+the manager's pane; then they start by themselves, on the shared login and the shared
+answer, without a question of their own. With a key the person approved, every desk
+starts at once.
 
 Nothing leaves the machine: every desk's ANTHROPIC_BASE_URL is a scripted model on
 127.0.0.1, and this sandbox has no route out (Claude Code's first-run screen then ends at
-its connectivity check, which the test allows for either way)."""
+its connectivity check; the test allows for either)."""
 
 from __future__ import annotations
 
@@ -165,20 +167,37 @@ def no_login_then_login(root: Path) -> None:
         assert f"`hive-office --home {home}`" in doctor.stdout
 
         # The person logs in once (a Console login: /login keeps the key in the global
-        # config, onboarding done, the project's folder trusted): the others start.
-        config = {
-            "hasCompletedOnboarding": True,
-            "primaryApiKey": API_KEY,
-            "projects": {str(project.resolve()): {"hasTrustDialogAccepted": True}},
-        }
+        # config, with the first run done). The others still wait: Claude Code's trust
+        # question for the project is open in Michael's pane, and theirs would be too.
+        config = {"hasCompletedOnboarding": True, "primaryApiKey": API_KEY}
         (root / ".claude.json").write_text(json.dumps(config))
+        trust = (
+            f"Claude Code asks whether to trust {project.resolve()} once, in Michael's pane: "
+            "answer it there and the other claude desks start by themselves."
+        )
+        wait_for(lambda: trust in joined(screen_text(tmux)), "the trust line", 60)
+        assert [starts(home, a) for a in FOLLOWERS] == [0, 0, 0]
+        restarted = NO_LOGIN_HINT in details(home, "michael")
+        if restarted:
+            # The manager had exited for want of the login: it was started again, and
+            # its pane asks; the person answers there, and Claude Code records it.
+            tmux("send-keys", "-t", "office", PREFIX_KEY, "1")
+            wait_for(
+                lambda: "Yes, I trust this folder" in screen_text(tmux),
+                "the trust question in Michael's pane",
+                60,
+            )
+            tmux("send-keys", "-t", "office", "Enter")
+        else:  # it is still on its own first-run screen: answered as it would record it
+            config["projects"] = {str(project.resolve()): {"hasTrustDialogAccepted": True}}
+            (root / ".claude.json").write_text(json.dumps(config))
         wait_for(
             lambda: all(registry(home).get(a, {}).get("session_id") for a in FOLLOWERS),
             "the waiting desks to start on the shared login and reach SessionStart",
             90,
         )
         wait_for(
-            lambda: "No Claude login" not in joined(screen_text(tmux)),
+            lambda: "⚠ login:" not in joined(screen_text(tmux)),
             "the login line to clear",
             30,
         )
@@ -187,6 +206,9 @@ def no_login_then_login(root: Path) -> None:
         again = int(NO_LOGIN_HINT in details(home, "michael"))
         wait_for(lambda: registry(home)["michael"]["session_id"], "the manager's session", 60)
         assert [starts(home, a) for a, _ in TEAM] == [1 + again, 1, 1, 1]
+        if restarted:  # the answer the person gave in Michael's pane, as Claude Code kept it
+            kept = json.loads((root / ".claude.json").read_text())
+            assert kept["projects"][str(project.resolve())]["hasTrustDialogAccepted"] is True
         # The desks that followed used the key the login stored, at the scripted model.
         assert model.requests, "no request reached the scripted model"
     finally:

@@ -14,6 +14,7 @@ import pytest
 
 from hive_core.agents.login import (
     ClaudeLogin,
+    Folder,
     LoginReader,
     approved_key_form,
     claude_login,
@@ -41,6 +42,7 @@ def login(
     credentials: object = None,
     settings: object = None,
     platform: str = "linux",
+    folder: Folder | None = None,
 ) -> ClaudeLogin:
     env = {"HOME": str(HOME), **env}
     places = claude_places(env)
@@ -49,7 +51,7 @@ def login(
         places.credentials: None if credentials is None else json.dumps(credentials).encode(),
         places.settings[0]: None if settings is None else json.dumps(settings).encode(),
     }
-    return claude_login(env, places, files, platform)
+    return claude_login(env, places, files, platform, folder)
 
 
 DONE = {"hasCompletedOnboarding": True}
@@ -240,3 +242,38 @@ def test_a_waiting_desk_is_explained_as_not_started_yet() -> None:
     # A CLI that is not installed is still an exit, with its reason.
     gone = explain(running(status="exited", alive=False, missing="`claude` is not installed."), T0)
     assert gone.kind == "exited" and gone.evidence == "start: not installed"
+
+
+def test_the_trust_answer_for_the_first_desks_folder_counts() -> None:
+    repo = Folder(key=Path("/src/app"), path=Path("/home/pat/.hive-office/worktrees/jim"))
+    ready = {**DONE, "customApiKeyResponses": {"approved": [KEY[-20:]]}}
+    asked = login({"ANTHROPIC_API_KEY": KEY}, config=ready, folder=repo)
+    assert (asked.ready, asked.asks) == (False, "whether to trust /src/app")
+    trusted = {**ready, "projects": {"/src/app": {"hasTrustDialogAccepted": True}}}
+    assert login({"ANTHROPIC_API_KEY": KEY}, config=trusted, folder=repo).ready
+    # An answer for a folder above the desk's counts too; a "no" (absent) does not.
+    above = {**ready, "projects": {"/home/pat": {"hasTrustDialogAccepted": True}}}
+    assert login({"ANTHROPIC_API_KEY": KEY}, config=above, folder=repo).ready
+    no = {**ready, "projects": {"/src/app": {"hasTrustDialogAccepted": False}}}
+    assert not login({"ANTHROPIC_API_KEY": KEY}, config=no, folder=repo).ready
+    # No login: that is what is asked first.
+    assert login({}, config=trusted, folder=repo).asks == "a login"
+
+
+def test_a_worktrees_trust_is_its_main_checkouts(tmp_path: Path) -> None:
+    import subprocess
+
+    from hive_core.agents.login import desk_folder
+
+    main = tmp_path / "app"
+    (main / "src").mkdir(parents=True)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(main)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "x"], check=True)
+    tree = tmp_path / "worktrees" / "jim"
+    subprocess.run([*git, "worktree", "add", "-q", str(tree)], check=True)
+    assert desk_folder(tree).key == main
+    assert desk_folder(main / "src").key == main
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    assert desk_folder(plain).key == plain
