@@ -1,20 +1,27 @@
 """`hive-office remote-setup HOST`: install this project's package into a venv on a host.
 
 A wheel is built here from this very source tree (so the host runs exactly this
-version), sent over one ssh call on its stdin, and installed there with pip: first with
-its dependencies (from whatever package index the host reaches), then once more with
---no-deps --force-reinstall, so a venv that already holds this version number gets
-these files. On the host only a temporary folder of its own is removed; nothing else.
+version), or, where hive-office was installed as a tool (pipx, uv, a wheel: no source
+tree), packed again from the installed files. It is sent over one ssh call on its stdin,
+and installed there with pip: first with its dependencies (from whatever package index
+the host reaches), then once more with --no-deps --force-reinstall, so a venv that
+already holds this version number gets these files. On the host only a temporary folder
+of its own is removed; nothing else.
 """
 
 from __future__ import annotations
 
+import base64
+import email
+import hashlib
+import importlib.metadata
 import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
 import threading
+import zipfile
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -56,17 +63,11 @@ class Target:
     spec: AgentSpec
 
 
-def repo_root() -> Path:
-    """The source tree this package runs from: the folder holding pyproject.toml above
-    hive_core."""
+def source_tree() -> Path | None:
+    """The source tree this package runs from (the folder holding pyproject.toml above
+    hive_core), or None when it was installed from a wheel."""
     root = Path(__file__).resolve().parent.parent.parent
-    if not (root / "pyproject.toml").is_file():
-        raise SetupError(
-            f"remote-setup builds the package from its source tree, and there is no "
-            f"pyproject.toml in {root}: run it from a checkout of hive-office "
-            "(e.g. the one `pip install -e` installed)."
-        )
-    return root
+    return root if (root / "pyproject.toml").is_file() else None
 
 
 def _skipper(root: Path) -> Callable[[str, list[str]], set[str]]:
@@ -107,6 +108,51 @@ def build_wheel(root: Path, out: Path, python: str = sys.executable) -> Path:
     return built[0]
 
 
+# What an installer adds to a wheel's dist-info (and RECORD, written anew): not the wheel's.
+INSTALLER_FILES = {"INSTALLER", "REQUESTED", "direct_url.json", "RECORD"}
+
+
+def installed_wheel(out: Path) -> Path:
+    """The wheel the installed hive-office came from, packed again from its installed files
+    (its RECORD lists them) into `out`; returns its path."""
+    dist = importlib.metadata.distribution("hive-office")
+    members = [
+        f
+        for f in dist.files or []
+        if f.parts[0] != ".."  # console scripts: the installer writes them from entry points
+        and "__pycache__" not in f.parts
+        and not (f.parts[0].endswith(".dist-info") and f.name in INSTALLER_FILES)
+    ]
+    info = next(f.parts[0] for f in members if f.parts[0].endswith(".dist-info"))
+    tag = email.message_from_string(dist.read_text("WHEEL") or "")["Tag"] or "py3-none-any"
+    path = out / f"{info.removesuffix('.dist-info')}-{tag}.whl"
+    record = []
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as wheel:
+        for member in members:
+            data = Path(member.locate()).read_bytes()
+            wheel.writestr(str(member), data)
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+            record.append(f"{member},sha256={digest.decode()},{len(data)}")
+        record.append(f"{info}/RECORD,,")
+        wheel.writestr(f"{info}/RECORD", "\n".join(record) + "\n")
+    return path
+
+
+def this_wheel(out: Path, log: IO[str]) -> Path:
+    """A wheel of the hive-office running here, in `out`: built from its source tree, or
+    packed from its installed files where it has none."""
+    root = source_tree()
+    if root is None:
+        log.write(
+            f"packing the installed hive-office {importlib.metadata.version('hive-office')}\n"
+        )
+        log.flush()
+        return installed_wheel(out)
+    log.write(f"building the wheel of {root}\n")
+    log.flush()
+    return build_wheel(root, out)
+
+
 def install_script(venv: str, python: str, pip_args: Sequence[str], wheel_name: str) -> str:
     """The sh script run on the host with the wheel on its stdin. Prints tagged lines:
     `step <what>` as it goes, `failed <step>` when one fails, `version <hive --version>`."""
@@ -143,8 +189,8 @@ def failure_sentence(step: str, target: Target) -> str:
         "$TMPDIR (or /tmp) there is writable and not full.",
         "receive": f"the wheel could not be written on {host}: check the free space in its "
         "$TMPDIR (or /tmp).",
-        "python": f"there is no `{python}` on {host}: install Python 3.11 there, or name "
-        "one with --python.",
+        "python": f"there is no `{python}` on {host}: install Python 3.11 or newer "
+        "there, or name one with --python.",
         "venv": f"`{python} -m venv {venv}` failed on {host} (its output is above): on "
         "Debian or Ubuntu install python3-venv there, or name another Python with --python.",
         "pip-deps": f"pip could not install hive-office and its dependencies on {host} (its "
@@ -258,11 +304,8 @@ def remote_setup(
     """Build the wheel here and install it on `host`; returns the target and the version
     now installed there. Raises SetupError (a sentence) when it cannot."""
     target = resolve_target(paths, host, ssh_args, venv, python, pip_args)
-    root = repo_root()
     with tempfile.TemporaryDirectory(prefix="hive-office-wheel-") as out:
-        log.write(f"building the wheel of {root}\n")
-        log.flush()
-        wheel = build_wheel(root, Path(out))
+        wheel = this_wheel(Path(out), log)
         log.write(f"built {wheel.name}; sending it to {host}\n")
         log.flush()
         return target, install(target, wheel, paths, log)

@@ -16,13 +16,14 @@ import json
 import os
 import subprocess
 import sys
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from hive_core.paths import HivePaths
-from hive_core.remote.setup import build_wheel, repo_root
+from hive_core.remote.setup import build_wheel, source_tree
 from tests.support import short_dir, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -56,11 +57,12 @@ def newest_python() -> str:
 
 
 class Installed:
-    """A venv holding only the wheel and its dependencies, and a folder outside the
-    checkout to run its commands from."""
+    """A venv holding only `wheel` and its dependencies, and a folder outside the checkout
+    to run its commands from."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, wheel: Path) -> None:
         self.root = root
+        self.wheel = wheel
         self.venv = root / "venv"
         self.bin = self.venv / "bin"
         self.outside = root / "elsewhere"
@@ -104,11 +106,12 @@ class Installed:
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     python = newest_python()
     root = tmp_path_factory.mktemp("installed")
-    wheel = build_wheel(repo_root(), root / "build")
-    place = Installed(root)
+    tree = source_tree()
+    assert tree is not None, "the tests run from a checkout"
+    place = Installed(root, build_wheel(tree, root / "build"))
     subprocess.run([python, "-m", "venv", str(place.venv)], check=True, timeout=120)
     pip = subprocess.run(
-        [str(place.bin / "python"), "-m", "pip", "install", "--quiet", str(wheel)],
+        [str(place.bin / "python"), "-m", "pip", "install", "--quiet", str(place.wheel)],
         capture_output=True,
         text=True,
         timeout=540,
@@ -229,3 +232,40 @@ def test_the_installed_office_routes_a_message_from_outside_the_checkout(
         if serve.poll() is None:
             serve.kill()
             serve.wait()
+
+
+def test_remote_setup_packs_the_installed_office_as_the_wheel_it_came_from(
+    installed: Installed, tmp_path: Path
+) -> None:
+    """Installed as a tool there is no source tree to build from: remote-setup packs the
+    installed files again, and that wheel holds what the original held and installs."""
+    out = tmp_path / "packed"
+    out.mkdir()
+    packed = installed.run(
+        "python",
+        "-c",
+        "import sys, pathlib; from hive_core.remote import setup;"
+        "assert setup.source_tree() is None, setup.source_tree();"
+        "print(setup.this_wheel(pathlib.Path(sys.argv[1]), sys.stderr))",
+        str(out),
+    )
+    assert packed.returncode == 0, packed.stderr
+    assert packed.stderr == "packing the installed hive-office 0.1.0\n"
+    wheel = Path(packed.stdout.strip())
+    assert wheel.name == installed.wheel.name
+
+    def members(path: Path) -> dict[str, bytes]:
+        with zipfile.ZipFile(path) as z:
+            return {n: z.read(n) for n in z.namelist() if not n.endswith("/RECORD")}
+
+    assert members(wheel) == members(installed.wheel)
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    pip = subprocess.run(
+        [str(installed.bin / "python"), "-m", "pip", "--python", str(venv / "bin" / "python"),
+         "install", "--quiet", "--no-deps", str(wheel)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert pip.returncode == 0, pip.stderr
+    assert {p.name for p in (venv / "bin").iterdir()} >= {"hive-office", "hive", "cth-hook"}
