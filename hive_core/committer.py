@@ -23,7 +23,7 @@ from pathlib import Path
 import pygit2
 
 from hive_core import gitsafe
-from hive_core.fsio import TEMP_PREFIX, atomic_write
+from hive_core.fsio import TEMP_PREFIX, UnsafeFile, atomic_write, open_regular
 from hive_core.paths import HivePaths
 
 log = logging.getLogger(__name__)
@@ -564,11 +564,11 @@ class Committer:
                 if stat.S_ISREG(mode) and os.path.lexists(full):
                     # libgit2 gives up on a file that grows while it reads it (the log,
                     # appended to as we commit): commit what it holds now instead.
-                    self._stage_snapshot(index, rel, full, mode)
-                    return
-                if os.path.lexists(full):
+                    if self._stage_snapshot(index, rel, full, mode):
+                        return
+                elif os.path.lexists(full):
                     raise
-                # Deleted between lstat and add: fall through and unstage it.
+                # Deleted (or made a FIFO) between lstat and add: unstage it.
         if rel in index:
             index.remove(rel)
         # It may have been a folder: everything under it goes too.
@@ -591,14 +591,20 @@ class Committer:
         for name in sorted(names):
             self._stage(index, f"{prefix}{name}")
 
-    def _stage_snapshot(self, index: pygit2.Index, rel: str, full: Path, mode: int) -> None:
-        fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    def _stage_snapshot(self, index: pygit2.Index, rel: str, full: Path, mode: int) -> bool:
+        try:
+            fd = open_regular(full)
+        except UnsafeFile:
+            # Swapped for a FIFO (or a link) since the lstat: never waited on; a kind
+            # git does not store is absent.
+            return False
         with open(fd, "rb") as f:
             data = f.read()
         # A line being appended is taken whole by the next commit.
         blob = self._repo.create_blob(data)
         kind = pygit2.enums.FileMode.BLOB_EXECUTABLE if mode & 0o100 else pygit2.enums.FileMode.BLOB
         index.add(pygit2.IndexEntry(rel, blob, kind))
+        return True
 
     def flush(self, timeout: float = FLUSH_TIMEOUT) -> str | None:
         """A full commit now, retrying with backoff while a git lock is held."""
