@@ -43,7 +43,7 @@ VIEW_COMMANDS: tuple[ViewCommand, ...] = (
     ViewCommand(
         "z",
         "layout('zoom')",
-        "zoom the focused pane, or the panel that has the keys, to the whole screen (again: back)",
+        "zoom the focused pane or panel to the whole screen (again: back)",
         "zoom",
     ),
     ViewCommand("g", "layout('grid')", "all panes in a grid (again: back)", "grid"),

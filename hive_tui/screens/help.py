@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from rich.console import Group
+from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -12,6 +14,17 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from hive_tui.commands import DIRECT_KEYS, help_rows
+
+
+def keys_grid(rows: list[tuple[str, str]], *, indent: int) -> Table:
+    """Keys in bold, each with what it does; a long text wraps in its own column."""
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(width=max(0, indent - 1))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column(ratio=1)
+    for key, text in rows:
+        grid.add_row("", Text(key), Text(text))
+    return grid
 
 
 class HelpScreen(ModalScreen[None]):
@@ -28,35 +41,27 @@ class HelpScreen(ModalScreen[None]):
         self.prefix = prefix
 
     def compose(self) -> ComposeResult:
-        # Built as styled text, not markup: `[` is a key (copy mode), and markup would read
-        # the padded `[    ` before `[/b]` as the start of a tag (issue 23: `[    [/b]`).
+        # Styled text and grids, not markup: `[` is a key (copy mode), and markup read the
+        # padded `[    ` before `[/b]` as the start of a tag (issue 23: `[    [/b]`). In a
+        # grid, a long line wraps under its own text, not under the key.
         prefix = self.prefix
-        bold = "bold"
-        lines: list[str | Text] = [
-            Text("Keys", bold),
+        shown = Group(
+            Text("Keys", "bold"),
             "",
             "Every key goes to the focused agent's terminal (esc, ctrl+c, tab, shift+tab, "
             "ctrl+r, ctrl+b ... included), except:",
             "",
-            *[
-                Text.assemble("  ", (f"{keys:<15}", bold), f" {text}")
-                for keys, _, text in DIRECT_KEYS
-            ],
-            Text.assemble("  ", (prefix, bold), " then one key (AGENT is the focused agent):"),
-        ]
-        lines += [
-            Text.assemble("    ", (f"{key:<5}", bold), f" {text}") for key, text in help_rows()
-        ]
-        lines += [
-            Text.assemble("    ", (prefix, bold), f" send {prefix} itself to the agent"),
+            keys_grid([(keys, text) for keys, _, text in DIRECT_KEYS], indent=2),
+            Text.assemble("  ", (prefix, "bold"), " then one key (AGENT is the focused agent):"),
+            keys_grid([*help_rows(), (prefix, f"send {prefix} itself to the agent")], indent=4),
             "",
             "In a pane: shift+pageup/pagedown scroll back; typing returns to the live screen.",
             "In a panel or on the map: the keys are theirs; esc goes back to the agent's pane.",
             "",
             Text("esc closes this.", "dim"),
-        ]
+        )
         with VerticalScroll(id="help"):
-            yield Static(Text("\n").join(Text(x) if isinstance(x, str) else x for x in lines))
+            yield Static(shown)
 
     def on_mount(self) -> None:
         # Taller than a small terminal: arrows and page keys scroll it.

@@ -1,6 +1,6 @@
 """SVG snapshots of the app (snapshots/test_app_snapshots/): the default layout, zoom, grid,
-each side-panel tab, a narrow 80x24 terminal, and a pane showing recorded Claude Code
-output. The office runs for real but starts no agent CLIs, over a hive with fixed
+each side-panel tab, a narrow 80x24 terminal, a pane showing recorded Claude Code output,
+the Log panel zoomed to the whole screen and the help screen. The office runs for real but starts no agent CLIs, over a hive with fixed
 content, so every run draws the same screen."""
 
 from __future__ import annotations
@@ -214,7 +214,14 @@ GREETING = (
         ("tab_inbox", (160, 48), keys("ctrl+right_square_bracket", "i")),
         ("tab_memory", (160, 48), keys("ctrl+right_square_bracket", "m")),
         ("narrow_80x24", (80, 24), keys(data=GREETING)),
-        ("claude_pane", (160, 48), feed("michael", claude_output())),
+        # The pane's interior at the recording's 120x40, so Claude Code draws as it did.
+        ("claude_pane", (194, 57), feed("michael", claude_output())),
+        (
+            "log_zoomed",
+            (160, 48),
+            keys("ctrl+right_square_bracket", "l", "ctrl+right_square_bracket", "z"),
+        ),
+        ("help", (160, 48), keys("ctrl+right_square_bracket", "question_mark")),
     ],
 )
 def test_app_snapshot(
