@@ -5,8 +5,8 @@ desks in real git worktrees, real git.
 - Every git setting that runs a program is planted (the agent's worktree config, the
   shared .git/config and its hooks, an included file, the person's global config,
   .gitattributes and info/attributes naming the drivers): the office's worktree loop,
-  `hive-office diff` and `hive-office merge` still give the right answer, and none of
-  the planted programs ever runs. Plain git in the same worktree does run them (the
+  `hive-office diff`, `merge`, `worktree remove` and the worktree's checkout again at a
+  start still give the right answer, and none of the planted programs ever runs. Plain git in the same worktree does run them (the
   plant is live).
 - FIFOs (one behind a symlink, one plain, one outside the worktree), a symlink to
   /dev/zero, a 4 GiB sparse file and a config include that is a FIFO: the loop keeps
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from collections.abc import Iterator
 from functools import partial
@@ -222,7 +223,25 @@ def test_no_program_an_agent_plants_in_git_runs_as_the_office(
     assert git(repo, "log", "-1", "--format=%P", env=env).count(" ") == 1  # a merge commit
     assert not ran.exists(), ran.read_text()
 
-    # The plant is live: plain git in the same places runs what was planted.
+    # remove: refused, since jim's worktree holds uncommitted work (git status there).
+    done = office.run("hive-office", "worktree", "remove", "jim")
+    assert done.returncode == 1 and "uncommitted work" in done.stderr, done.stderr
+    assert not ran.exists(), ran.read_text()
+
+    # worktree add: jim's folder is gone, and the next start checks his branch out
+    # again (a checkout: smudge filters, post-checkout hook).
+    assert office.stop() == 0, office.log.read_text()
+    work = office.paths.worktree("jim")
+    shutil.rmtree(work)
+    office.start()
+    wait_for(lambda: len(office.starts("jim")) > 1, "jim started again")
+    assert (work / "a.txt").read_text() == "one\ntwo\nthree\njim\nfive\n"
+    assert not ran.exists(), ran.read_text()
+
+    # The plant is live: plain git in the same places runs what was planted (the
+    # worktree's own config went with its folder).
+    for f in "bcde":
+        (work / f"{f}.txt").write_text(f"again {f}\n")
     for argv, cwd in (
         (["git", "diff"], office.paths.worktree("jim")),
         (["git", "commit", "--allow-empty", "-qm", "x"], repo),
@@ -233,7 +252,7 @@ def test_no_program_an_agent_plants_in_git_runs_as_the_office(
         "fsmonitor",
         "filter-process",
         "filter-include",
-        "filter-worktree",
+        "filter-clean",
         "filter-global",
         "diff-command",
         "hook-pre-commit",
