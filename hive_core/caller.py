@@ -131,9 +131,11 @@ def proven(caller: Caller) -> Caller:
     stands, since no agent runs without the office."""
     if caller.proven or caller.who == HUMAN:
         return caller
+    from hive_core.hint import office_command  # this refusal's alone: `hive` starts lean
+
     raise CallerError(
         f"the office must be running to prove that you are {caller.who}; start it "
-        "(`hive-office serve` or the app) and try again."
+        f"(`{office_command(caller.paths.home)}`) and try again."
     )
 
 

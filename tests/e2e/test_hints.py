@@ -87,6 +87,16 @@ def test_init_names_the_office_and_a_refused_serve_names_stop(home: Path) -> Non
     why = hive_office("why", "--home", str(home), "a1")
     assert why.returncode == 1
     assert hints(why.stderr) == [open_it] and "serve" not in why.stderr
+    # And what only a running office can prove (the manager writing the board) says so too.
+    board = subprocess.run(
+        [str(BIN / "hive"), "board", "--home", str(home), "--text", "# Plan"],
+        env=dict(ENV, HIVE_AGENT_ID="a0"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert board.returncode != 0 and "must be running to prove" in board.stderr
+    assert hints(board.stderr) == [open_it]
 
 
 def test_a_served_offices_sentences_name_commands_that_work(home: Path) -> None:
