@@ -69,6 +69,9 @@ from hive_core.worktree_plan import (
 )
 
 GIT_TIMEOUT_S = 300.0
+# Reading a repository's config is instant unless something in it never ends (an
+# include that is a FIFO an agent made): then the call fails soon, with the reason.
+CONFIG_TIMEOUT_S = 20.0
 # worktree_setup may install dependencies; past this it is stopped and reported.
 SETUP_TIMEOUT_S = 1800.0
 
@@ -184,7 +187,26 @@ class Git:
             raise NoFolder(f"the folder {cwd} does not exist")
         # The repository's own driver settings are read first and each is emptied for
         # the call itself (gitsafe): reading config runs nothing.
-        names = self._git(gitsafe.LIST_NAMES, cwd, gitsafe.environment(os.environ), (0,))
+        try:
+            names = _child(
+                gitsafe.argv(gitsafe.LIST_NAMES),
+                CONFIG_TIMEOUT_S,
+                cwd=cwd,
+                env=gitsafe.environment(os.environ),
+            )
+        except OSError as e:
+            raise WorktreeError(f"git could not run in {cwd}: {e}") from None
+        except subprocess.TimeoutExpired:
+            raise WorktreeError(
+                f"git could not read the repository's config in {cwd} within "
+                f"{CONFIG_TIMEOUT_S:g} s (does an include.path there name a FIFO?); "
+                "nothing was run"
+            ) from None
+        if names.returncode:
+            raise WorktreeError(
+                f"git cannot read the repository's config in {cwd}: "
+                f"{_said(names.stderr, names.returncode)}"
+            )
         env = gitsafe.environment(
             os.environ, gitsafe.driver_overrides(gitsafe.parse_names(names.stdout))
         )

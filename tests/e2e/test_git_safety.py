@@ -289,6 +289,10 @@ def test_an_agents_fifos_links_and_huge_files_never_wedge_the_office(
     # Now the repository's own config includes a FIFO: every git there would wait on it.
     git(work, "config", "include.path", str(outside / "fifo"), env=env)
     typed(office, "pam", "echo pam again > shared2.txt")
+    # diff says so and ends, rather than wait on it.
+    done = office.run("hive-office", "diff", "jim")
+    assert done.returncode == 1
+    assert "could not read the repository's config" in done.stderr, done.stderr
 
     done = office.run("hive-office", "stop")
     assert done.returncode == 0, done.stderr + office.log.read_text()
