@@ -92,6 +92,8 @@ class Modes(NamedTuple):
     mouse_sgr: bool = False
     app_cursor_keys: bool = False
     app_keypad: bool = False
+    # The kitty keyboard protocol's flags the child pushed (CSI > flags u); 0: legacy keys.
+    kitty_flags: int = 0
 
 
 ALL: Literal["all"] = "all"
@@ -389,6 +391,7 @@ class GhosttyEmulator:
             mouse_sgr=self._mode_on(_MODE_SGR_MOUSE),
             app_cursor_keys=self._mode_on(_MODE_APP_CURSOR),
             app_keypad=self._mode_on(_MODE_APP_KEYPAD),
+            kitty_flags=int(self._get(lib.GHOSTTY_TERMINAL_DATA_KITTY_KEYBOARD_FLAGS, self._u8)),
         )
 
     @property

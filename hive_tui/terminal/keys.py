@@ -69,7 +69,7 @@ def _parse(key: str) -> tuple[int, str] | None:
     return bits, base
 
 
-def _base_character(base: str) -> str | None:
+def base_character(base: str) -> str | None:
     """The character a key name stands for: "a" -> "a", "full_stop" -> ".", "at" -> "@"."""
     if len(base) == 1:
         return base
@@ -164,7 +164,7 @@ def encode_key(key: str, character: str | None, *, app_cursor: bool = False) -> 
             # The typed text itself: right for any keyboard layout, non-ASCII and emoji.
             text = character
         else:
-            text = _base_character(base)
+            text = base_character(base)
             if text is None:
                 return None
             if shift:

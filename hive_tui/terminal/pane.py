@@ -50,6 +50,7 @@ from hive_core.terminal.emulator import (
 )
 from hive_tui.terminal import clipboard, copy_mode
 from hive_tui.terminal.keys import encode_key
+from hive_tui.terminal.kitty import KittyEncoder
 
 # 60 Hz: typing echo within a frame, and never more paints than the screen can show.
 FRAME_S = 1 / 60
@@ -250,6 +251,8 @@ class TerminalPane(Widget):
         self._pty_size: tuple[int, int] | None = None
         # What the real cursor was last told: None hidden, else the DECSCUSR shape.
         self._real_cursor: int | None = None
+        # Made when the child first asks for the kitty keyboard protocol.
+        self._kitty: KittyEncoder | None = None
 
     # --- output ----------------------------------------------------------------------
 
@@ -547,9 +550,15 @@ class TerminalPane(Widget):
             event.stop()
             event.prevent_default()
             return
-        data = encode_key(
-            event.key, event.character, app_cursor=self.emulator.modes.app_cursor_keys
-        )
+        modes = self.emulator.modes
+        if modes.kitty_flags:  # the child asked for the kitty keyboard protocol
+            if self._kitty is None:
+                self._kitty = KittyEncoder()
+            data = self._kitty.encode(
+                event.key, event.character, modes.kitty_flags, app_cursor=modes.app_cursor_keys
+            )
+        else:
+            data = encode_key(event.key, event.character, app_cursor=modes.app_cursor_keys)
         if data is None:
             return
         event.stop()

@@ -8,7 +8,9 @@ separator, and the logs are compared key by key. The expectation is whatever tmu
 nothing is recorded. It runs twice: with the program in the normal modes, and in the
 modes vim and less set (alternate screen, application cursor and keypad keys).
 
-The app's own keys are not sent (they are not the program's): see CLAIMED.
+The app's own keys are not sent (they are not the program's): see CLAIMED. A program
+that asks for the kitty keyboard protocol (which tmux 3.3 does not have) gets it, as the
+protocol's specification encodes each key.
 """
 
 from __future__ import annotations
@@ -111,13 +113,17 @@ def _grew(log: Path, size: int) -> bool:
     return len(_read(log)) > size
 
 
+def _arrived(log: Path, keys: int) -> bool:
+    return _read(log).count(SEPARATOR.encode()) >= keys
+
+
 def _ended(log: Path) -> bool:
     return _read(log).endswith(END.encode())
 
 
 def _send(office: TmuxOffice, keys: list[str], logs: dict[str, Path]) -> None:
     """Each key then the separator, BATCH keys to a tmux command; a SOLO key on its own,
-    waited for, before its separator."""
+    once every key before it has arrived, and waited for before its separator."""
     batch: list[str] = []
 
     def flush() -> None:
@@ -127,10 +133,11 @@ def _send(office: TmuxOffice, keys: list[str], logs: dict[str, Path]) -> None:
                 office.tmux(*args[:-1])  # without the last ";"
         batch.clear()
 
-    for key in keys:
+    for sent, key in enumerate(keys):
         if key in SOLO:
             flush()
             for target, log in logs.items():
+                wait_for(functools.partial(_arrived, log, sent), f"the keys in {target}", 10)
                 before = len(_read(log))
                 office.tmux.keys(target, key)
                 wait_for(functools.partial(_grew, log, before), f"{key} in {target}", 10)
@@ -170,3 +177,41 @@ def test_every_key_reaches_the_program_as_tmux_sends_it(office: TmuxOffice, mode
     assert len(got) == len(want) and not differ, (
         f"{len(differ)} of {len(keys)} keys differ ({mode} modes):\n" + "\n".join(differ[:40])
     )
+
+
+# The kitty keyboard protocol's encodings at its first level (disambiguate escape codes),
+# from its specification: https://sw.kovidgoyal.net/kitty/keyboard-protocol/
+KITTY_LEVEL_1 = {
+    "M-a": b"\x1b[97;3u",
+    "C-a": b"\x1b[97;5u",
+    "C-M-a": b"\x1b[97;7u",
+    "M-Enter": b"\x1b[13;3u",
+    "M-.": b"\x1b[46;3u",
+    "BTab": b"\x1b[9;2u",
+    "a": b"a",
+    "Enter": b"\r",
+    "Tab": b"\t",
+    "BSpace": b"\x7f",
+    "Up": b"\x1b[A",
+    "C-Up": b"\x1b[1;5A",
+    "F1": b"\x1b[P",
+    "F3": b"\x1b[13~",
+    "S-F5": b"\x1b[15;2~",
+    "Escape": b"\x1b[27u",
+}
+
+
+def test_a_program_that_asks_for_the_kitty_protocol_gets_it(office: TmuxOffice) -> None:
+    log = _log(office, "office", "kitty")
+    keys = list(KITTY_LEVEL_1)
+    _send(office, keys, {"office": log})
+    data = _read(log).removesuffix(END.encode())
+    # The terminal said it has the protocol, at the level asked for.
+    assert data.startswith(b"\x1b[?1u"), data[:20]
+    got = data.removeprefix(b"\x1b[?1u").split(SEPARATOR.encode())[:-1]
+    differ = [
+        f"{key}: {g!r}, the protocol says {KITTY_LEVEL_1[key]!r}"
+        for key, g in zip(keys, got, strict=False)
+        if g != KITTY_LEVEL_1[key]
+    ]
+    assert len(got) == len(keys) and not differ, "\n".join(differ)
