@@ -180,3 +180,24 @@ def test_a_remote_hosts_new_file_patches_are_the_local_runners(tmp_path: Path) -
     here = LOCAL.new_files(names, tmp_path)
     assert done.stdout.decode() == here
     assert "b/text.txt" in here and "+/dev/zero" in here and "fifo" not in here
+
+
+def test_the_environment_drops_what_would_point_git_elsewhere_or_run_something() -> None:
+    base = {
+        "PATH": "/usr/bin",
+        "GIT_DIR": "/elsewhere",
+        "GIT_EXTERNAL_DIFF": "/tmp/evil",
+        "GIT_CONFIG_PARAMETERS": "'core.fsmonitor'='/tmp/evil'",
+        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_KEY_0": "core.fsmonitor",
+        "GIT_CONFIG_VALUE_0": "/tmp/evil",
+        "GIT_AUTHOR_NAME": "Person",
+    }
+    env = gitsafe.environment(base, [("filter.x.clean", "")])
+    assert env["PATH"] == "/usr/bin" and env["GIT_AUTHOR_NAME"] == "Person"
+    for gone in ("GIT_DIR", "GIT_EXTERNAL_DIFF", "GIT_CONFIG_PARAMETERS"):
+        assert gone not in env
+    assert env["GIT_CONFIG_COUNT"] == "1"
+    assert (env["GIT_CONFIG_KEY_0"], env["GIT_CONFIG_VALUE_0"]) == ("filter.x.clean", "")
+    assert env["GIT_CONFIG_NOSYSTEM"] == "1" and env["GIT_ATTR_NOSYSTEM"] == "1"
+    assert "GIT_CONFIG_COUNT" not in gitsafe.environment(base)
