@@ -30,18 +30,21 @@ class UnsafeFile(Exception):
     is a sentence saying which."""
 
 
-def read_regular(path: Path, max_bytes: int) -> bytes:
-    """The bytes of a regular file, never through a symlink at its last component, never
-    blocking on a FIFO, never more than `max_bytes`. FileNotFoundError if it is missing."""
-    return read_regular_stat(path, max_bytes)[0]
+def read_regular(path: Path, max_bytes: int, *, follow: bool = False) -> bytes:
+    """The bytes of a regular file, never through a symlink at its last component (unless
+    `follow`), never blocking on a FIFO, never more than `max_bytes`. FileNotFoundError
+    if it is missing."""
+    return read_regular_stat(path, max_bytes, follow=follow)[0]
 
 
-def open_regular(path: Path | str) -> int:
+def open_regular(path: Path | str, *, follow: bool = False) -> int:
     """A read-only descriptor of a regular file that an agent may have named: never
-    through a symlink at its last component, never waiting on a FIFO or device (opened
-    non-blocking, then checked). UnsafeFile otherwise; FileNotFoundError if missing."""
+    through a symlink at its last component (unless `follow`: a person's own dotfile may
+    be one), never waiting on a FIFO or device (opened non-blocking, then checked).
+    UnsafeFile otherwise; FileNotFoundError if missing."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, flags)
     except OSError as e:
         if e.errno == errno.ELOOP:
             raise UnsafeFile("it is a symbolic link; the office never follows one.") from None
@@ -71,9 +74,11 @@ def read_head(path: Path | str, max_bytes: int) -> tuple[bytes, os.stat_result]:
     return b"".join(chunks), st
 
 
-def read_regular_stat(path: Path, max_bytes: int) -> tuple[bytes, os.stat_result]:
+def read_regular_stat(
+    path: Path, max_bytes: int, *, follow: bool = False
+) -> tuple[bytes, os.stat_result]:
     """read_regular, with the status of the very file that was read (its descriptor's)."""
-    fd = open_regular(path)
+    fd = open_regular(path, follow=follow)
     try:
         st = os.fstat(fd)
         if st.st_size > max_bytes:

@@ -45,6 +45,7 @@ from typing import TypeVar
 
 import msgspec
 
+from hive_core.fsio import UnsafeFile, read_regular
 from hive_core.paths import HivePaths
 from hive_core.schema import AgentSpec
 
@@ -203,6 +204,10 @@ def _trusted(env: Mapping[str, str], config: _Config, folder: Folder) -> bool:
     )
 
 
+def _git_file(path: Path) -> str:
+    return read_regular(path, 64 * 1024, follow=True).decode().strip()
+
+
 def desk_folder(cwd: Path) -> Folder:
     """The Folder of `cwd`, read from its git files the way Claude Code does (no git
     run): a worktree's `.git` file leads to its main checkout."""
@@ -212,12 +217,14 @@ def desk_folder(cwd: Path) -> Folder:
         return Folder(key=path, path=path)
     dot_git = root / ".git"
     try:
-        text = dot_git.read_text().strip() if dot_git.is_file() else ""
+        # An agent writes these files (its worktree's .git names any folder): never
+        # waited on if it makes one a FIFO.
+        text = _git_file(dot_git) if dot_git.is_file() else ""
         if not text.startswith("gitdir:"):
             return Folder(key=root, path=path)
         gitdir = (root / text.removeprefix("gitdir:").strip()).resolve()
-        common = (gitdir / (gitdir / "commondir").read_text().strip()).resolve()
-    except OSError:
+        common = (gitdir / _git_file(gitdir / "commondir")).resolve()
+    except (OSError, UnsafeFile, UnicodeDecodeError):
         return Folder(key=root, path=path)
     if gitdir.parent != common / "worktrees":
         return Folder(key=root, path=path)
@@ -288,8 +295,9 @@ class LoginReader:
         raw: bytes | None = None
         if st.st_size <= READ_MAX:
             try:
-                raw = path.read_bytes()
-            except OSError:
+                # Same-user files an agent can replace with a FIFO: never waited on.
+                raw = read_regular(path, READ_MAX, follow=True)
+            except (OSError, UnsafeFile):
                 raw = None
         self._files[path] = (stamp, raw)
         return raw

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from hive_core.agents.login import Folder, LoginReader, desk_folder
 from hive_core.fsio import append_line, read_tail
 from hive_core.hive import init_office
 from hive_core.logfile import LogFollower, iter_log_lines
@@ -55,3 +56,29 @@ def test_a_fifo_or_link_in_the_logs_place_is_never_waited_on(
     with pytest.raises(OSError):
         append_line(paths.log, b'{"n":5}')
     assert list(LogFollower(paths, from_start=True).read()) == []
+
+
+def test_a_desks_git_file_leading_to_a_fifo_is_never_waited_on(tmp_path: Path) -> None:
+    """Where a claude desk starts is read from its worktree's `.git` file, which the
+    agent can point anywhere: a `commondir` that is a FIFO is a folder of its own."""
+    work = tmp_path / "work"
+    work.mkdir()
+    gitdir = tmp_path / "repo" / ".git" / "worktrees" / "work"
+    gitdir.mkdir(parents=True)
+    (work / ".git").write_text(f"gitdir: {gitdir}\n")
+    (gitdir / "commondir").write_text("../..\n")
+    # The allowed path: a worktree is known by its main checkout.
+    assert desk_folder(work) == Folder(key=tmp_path / "repo", path=work)
+    (gitdir / "commondir").unlink()
+    os.mkfifo(gitdir / "commondir")
+    assert desk_folder(work) == Folder(key=work, path=work)
+
+
+def test_a_fifo_for_claudes_config_reads_as_no_login(tmp_path: Path) -> None:
+    env = {"HOME": str(tmp_path)}
+    (tmp_path / ".claude").mkdir()
+    (tmp_path / ".claude.json").write_text('{"primaryApiKey": "sk-ant-x"}')
+    assert LoginReader()(env).source is not None
+    (tmp_path / ".claude.json").unlink()
+    os.mkfifo(tmp_path / ".claude.json")
+    assert LoginReader()(env).source is None
