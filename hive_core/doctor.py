@@ -12,7 +12,7 @@ from pathlib import Path
 import pygit2
 
 from hive_core.agents.providers import providers
-from hive_core.agents.supervisor import tool_path
+from hive_core.agents.supervisor import LOGIN_COMPONENT, tool_path
 from hive_core.committer import check_repo
 from hive_core.config import ConfigError, load_office
 from hive_core.health import read_health
@@ -229,6 +229,8 @@ def _fix(component: str, prefix: str) -> str:
     if kind == "agent":
         # The detail already says what to do about the cause; this is how to retry.
         return f"then start it again: `hive-office spawn {name}` ({prefix} r in the app)"
+    if component == LOGIN_COMPONENT:
+        return ""  # the detail is the sentence that says what to do
     return "see `hive log` for the cause"
 
 

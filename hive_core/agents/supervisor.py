@@ -485,6 +485,7 @@ class Supervisor:
     async def _await_login(self) -> None:
         """Start each waiting desk (and one that exited for want of a login) once its
         login is there; meanwhile the office shows one line saying what to do."""
+        said: str | None = None
         try:
             while True:
                 for agent_id in sorted(self.awaiting_login):
@@ -496,7 +497,12 @@ class Supervisor:
                         await self._start(agent_id)
                 if not self.awaiting_login:
                     return
-                sentence = self._login_sentence(min(self.awaiting_login))
+                waiting = min(self.awaiting_login)
+                sentence = self._login_sentence(waiting)
+                if sentence is not None and sentence != said:
+                    # Once in the log too: `hive-office serve` has no screen to show it.
+                    self.log(self.login_desk() or waiting, sentence)
+                    said = sentence
                 if self.report is not None:
                     self.report(LOGIN_COMPONENT, sentence)
                 await asyncio.sleep(LOGIN_POLL_S)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from hive_core.agents.claude import ClaudeProvider
 from hive_core.hive import init_office
 from hive_core.office import Office
 from hive_core.paths import HivePaths
@@ -22,9 +23,10 @@ from tests.serve_support import ServedOffice
 from tests.support import office_of, until, wait_for
 
 BIN = Path(sys.executable).parent
-CLAUDE_HINT = "Log in with `claude` once, or set ANTHROPIC_API_KEY."
-# jim is a claude agent whose program says why and exits 3 (as claude does without a
-# login) until the file `ok` exists next to the home; then it runs.
+CLAUDE_HINT = ClaudeProvider().start_hint()
+# jim is a claude agent whose program says why and exits 3 until the file `ok` exists
+# next to the home; then it runs. It has a login (a token in its env), so its failure
+# is the CLI's own; a desk without one waits for it (tests/e2e/test_first_start_login.py).
 JIM = 'echo "no login here"; test -e {ok} || exit 3; exec sleep 600'
 
 
@@ -35,6 +37,7 @@ def roster(root: Path) -> str:
         'command = ["sh"]\n\n'
         f'[[agents]]\nid = "jim"\nname = "Jim"\nprovider = "claude"\ncwd = "{root}"\n'
         f"command = ['sh', '-c', '{JIM.format(ok=root / 'ok')}']\n"
+        'env = { ANTHROPIC_AUTH_TOKEN = "not-a-real-token" }\n'
     )
 
 
