@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
-from hive_core.fsio import atomic_write
+from hive_core.fsio import UnsafeFile, atomic_write, open_regular
 from hive_core.ids import utc_now_iso
 from hive_core.paths import HivePaths
 from hive_core.remote.usage import RemoteUsage
@@ -220,9 +221,11 @@ class LedgerHistory:
         self._walk()
         snapshots = list(self._committed)
         try:
-            changed = _iso(self.tasks_file.stat().st_mtime)
-            data = self.tasks_file.read_bytes()
-        except OSError:
+            # An agent can put a FIFO there: never waited on.
+            with os.fdopen(open_regular(self.tasks_file), "rb") as f:
+                changed = _iso(os.fstat(f.fileno()).st_mtime)
+                data = f.read()
+        except (OSError, UnsafeFile):
             return snapshots
         if snapshots and data == self._last_data:
             # The file as last committed: it changed at its mtime, before the commit.

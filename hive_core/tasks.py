@@ -29,7 +29,7 @@ from typing import Any, get_args
 
 import msgspec
 
-from hive_core.fsio import atomic_write
+from hive_core.fsio import UnsafeFile, atomic_write, open_regular
 from hive_core.paths import HivePaths
 from hive_core.schema import (
     BODY_MAX,
@@ -464,9 +464,14 @@ def locked(paths: HivePaths) -> Iterator[None]:
 def load_ledger(path: Path) -> RawLedger:
     """The ledger in `path`; a missing file is an empty ledger, a corrupt one an error."""
     try:
-        data = path.read_bytes()
+        fd = open_regular(path)
     except FileNotFoundError:
         return empty_ledger()
+    except UnsafeFile as e:
+        # An agent can put a FIFO there: never waited on, never overwritten.
+        raise LedgerUnreadable(f"{path} is not read: {e} Move it aside.") from None
+    with os.fdopen(fd, "rb") as f:
+        data = f.read()
     return parse_ledger(data, str(path))
 
 

@@ -11,10 +11,12 @@ from pathlib import Path
 import pytest
 
 from hive_core.agents.login import Folder, LoginReader, desk_folder
+from hive_core.cost import LedgerHistory
 from hive_core.fsio import append_line, read_tail
 from hive_core.hive import init_office
 from hive_core.logfile import LogFollower, iter_log_lines
 from hive_core.paths import HivePaths
+from hive_core.tasks import LedgerUnreadable, load_ledger
 
 
 @pytest.fixture
@@ -82,3 +84,12 @@ def test_a_fifo_for_claudes_config_reads_as_no_login(tmp_path: Path) -> None:
     (tmp_path / ".claude.json").unlink()
     os.mkfifo(tmp_path / ".claude.json")
     assert LoginReader()(env).source is None
+
+
+def test_a_fifo_for_the_task_ledger_is_refused_not_waited_on(paths: HivePaths) -> None:
+    assert load_ledger(paths.tasks) is not None  # the allowed path: an ordinary ledger
+    paths.tasks.unlink(missing_ok=True)
+    os.mkfifo(paths.tasks)
+    with pytest.raises(LedgerUnreadable):
+        load_ledger(paths.tasks)
+    assert LedgerHistory(paths.hive, paths.tasks).read() == []
