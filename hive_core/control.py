@@ -19,7 +19,8 @@ and uid (SO_PEERCRED), and its ancestry in /proc decides, failing closed:
   by init. The one exception is the office's own session: a process whose every
   ancestor up to the office is in the office's session was started by the office (or,
   where a test or a program hosts the office in its own process, by that program),
-  and no agent can put a process there;
+  and no agent can put a process there (git in an agent's worktree runs in a session
+  of its own and runs nothing the repository names: worktrees.py, gitsafe.py);
 - a process the office is not an ancestor of is the person. This is the documented
   limit: a process an agent has another service of the same user start outside the
   office's tree (cron, `systemd-run --user`, `at`, the person's own tmux server, ssh to

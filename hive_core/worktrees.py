@@ -148,6 +148,13 @@ def _child(
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
+def running_children() -> list[int]:
+    """The pids of the children `_child` runs now: each in a session of its own and
+    waited for here (strays.py must never reap one)."""
+    with _RUNNING_LOCK:
+        return [proc.pid for proc in _RUNNING]
+
+
 def stop_children(halt: threading.Event) -> int:
     """Set `halt` and kill every git (or ssh, or worktree_setup) started under it, so a
     stopping office never waits for one a repository holds up (a config include that is

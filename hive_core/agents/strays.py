@@ -15,8 +15,9 @@ Strays need two things from the office:
   failed git would read as success). So only a child that cannot be one of those is
   reaped: one in a session other than the office's (every child the office starts in
   its own session stays there) that is neither an agent's CLI nor another child the
-  office starts in a session of its own (the guard, a relayed verb: `own`), and that
-  was already such a child one sweep earlier (a CLI just forked is named a moment after
+  office starts in a session of its own (the guard; relayed verbs and the worktree
+  runner's git and ssh: `own`, where any such child must be named), and that was
+  already such a child one sweep earlier (a CLI just forked is named a moment after
   the fork). It is reaped by its pid alone (never waitpid(-1)).
 - an end: what an agent started outside its CLI's session (below the CLI at a sweep,
   or adopted carrying an agent's HIVE_AGENT_ID) has its session told to the guard

@@ -55,7 +55,7 @@ from hive_core.schema import HUMAN, ROUTER, AgentSpec, LogEvent, OfficeConfig, R
 from hive_core.standup import FIRST_PROMPT, replaced, standup_message
 from hive_core.text import one_line
 from hive_core.wake import WakeFault, WakeView, Watchdog
-from hive_core.worktrees import WorktreeKeeper
+from hive_core.worktrees import WorktreeKeeper, running_children
 
 # A loop that dies is restarted after this long, doubling up to the cap; one that then
 # runs this long without failing is taken as recovered.
@@ -167,7 +167,7 @@ class Office(PersonActions):
             desks=self.relay.desks,
         )
         # What agents leave behind is adopted by this process (strays.py).
-        self.strays = Strays(own=lambda: self.relay.desks().keys())
+        self.strays = Strays(own=lambda: [*self.relay.desks(), *running_children()])
         self.desks: dict[str, tuple[HookServer, ControlServer]] = {
             spec.id: self._desk_servers(spec.id) for spec in self.config.agents if spec.host
         }
