@@ -277,3 +277,24 @@ def test_a_worktrees_trust_is_its_main_checkouts(tmp_path: Path) -> None:
     plain = tmp_path / "plain"
     plain.mkdir()
     assert desk_folder(plain).key == plain
+
+
+def test_hints_name_the_claude_that_exists(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from hive_core.agents import claude
+    from hive_core.agents.claude import NPM_INSTALL, ClaudeProvider, claude_command
+
+    venv_claude = Path(sys.executable).parent / "claude"
+    if not venv_claude.exists():
+        pytest.skip("no pinned claude in this venv (run scripts/setup)")
+    # After scripts/setup the venv's bin is not on PATH: the hint names the path.
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    assert claude_command() == str(venv_claude)
+    assert f"`{venv_claude}` (/login)" in ClaudeProvider().start_hint()
+    monkeypatch.setenv("PATH", f"{venv_claude.parent}:/usr/bin:/bin")
+    assert claude_command() == "claude"
+    # In a checkout the setup script is named; installed as a tool, npm.
+    assert f"{claude.CHECKOUT}/scripts/setup" in ClaudeProvider().install_hint()
+    monkeypatch.setattr(claude, "CHECKOUT", tmp_path)
+    assert ClaudeProvider().install_hint() == f"Install Claude Code with `{NPM_INSTALL}`."
