@@ -55,6 +55,20 @@ _T = TypeVar("_T")
 APPROVED_KEY_SUFFIX = 20
 CLOUD_FLAGS = ("CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX", "CLAUDE_CODE_USE_FOUNDRY")
 MANAGED_SETTINGS = Path("/etc/claude-code/managed-settings.json")
+# The environment variables the decision reads (the rest cannot change it).
+READ_VARS = frozenset(
+    {
+        *CLOUD_FLAGS,
+        "HOME",
+        "CLAUDE_CONFIG_DIR",
+        "CLAUDE_SECURESTORAGE_CONFIG_DIR",
+        "CLAUDE_CODE_SANDBOXED",
+        "ANTHROPIC_AUTH_TOKEN",
+        "ANTHROPIC_API_KEY",
+        "CLAUDE_CODE_OAUTH_TOKEN",
+    }
+)
+ANSWERS_KEPT = 256
 # Bigger files than this are not Claude Code's (a .claude.json with a long history is
 # a few MB): read as absent rather than parsed on the office's loop.
 READ_MAX = 32 * 1024 * 1024
@@ -273,6 +287,9 @@ class LoginReader:
     def __init__(self, platform: str = sys.platform) -> None:
         self.platform = platform
         self._files: dict[Path, tuple[tuple[int, int, int], bytes | None]] = {}
+        # Decided answers by what they were decided from: a global config of a few MB
+        # is parsed once per change, not once per desk and pass.
+        self._answers: dict[object, ClaudeLogin] = {}
 
     def __call__(self, env: Mapping[str, str], folder: Path | None = None) -> ClaudeLogin:
         """`folder`: where the desk that asks starts, when its trust answer counts."""
@@ -280,7 +297,14 @@ class LoginReader:
         places = claude_places(env, legacy_config_exists=self._read(legacy) is not None)
         files = {p: self._read(p) for p in (places.config, places.credentials, *places.settings)}
         where = None if folder is None else desk_folder(folder)
-        return claude_login(env, places, files, self.platform, where)
+        stamps = tuple((p, self._files[p][0] if p in self._files else None) for p in files)
+        key = (tuple(sorted((k, v) for k, v in env.items() if k in READ_VARS)), stamps, where)
+        found = self._answers.get(key)
+        if found is None:
+            if len(self._answers) > ANSWERS_KEPT:
+                self._answers.clear()
+            found = self._answers[key] = claude_login(env, places, files, self.platform, where)
+        return found
 
     def _read(self, path: Path) -> bytes | None:
         try:
