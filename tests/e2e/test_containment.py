@@ -24,6 +24,7 @@ from typing import NamedTuple
 import pytest
 
 from hive_core.hive import init_office
+from hive_core.office import daemon
 from hive_core.paths import HivePaths
 from tests.support import short_dir, wait_for
 
@@ -43,9 +44,9 @@ class Done(NamedTuple):
 
 
 class Office:
-    """A served office of shell desks working in one repository."""
+    """A served office of shell desks working in one repository; `desks` of DESKS."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, desks: tuple[str, ...] = DESKS) -> None:
         self.root = root
         self.scratch = root / "scratch"
         self.scratch.mkdir()
@@ -63,18 +64,37 @@ class Office:
             '[office]\nmanager = "michael"\n'
             + "".join(
                 f'\n[[agents]]\nid = "{d}"\nname = "{d.title()}"\n{SHELL}cwd = "{self.repo}"\n'
-                for d in DESKS
+                for d in desks
             )
         )
         init_office(self.paths)
         self._count = itertools.count()
+        self.desks = desks
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def serve(self) -> Office:
+        """`hive-office serve`, a child of this test."""
         self.proc = subprocess.Popen(
             [str(BIN / "hive-office"), "serve", "--home", str(self.paths.home)],
             env=self.env(),
-            stdout=(root / "serve.out").open("w"),
+            stdout=(self.root / "serve.out").open("w"),
             stderr=subprocess.STDOUT,
         )
-        wait_for(lambda: all(self.pid(d) for d in DESKS), "the desks to start")
+        self.office_pid = self.proc.pid
+        return self.started()
+
+    def detach(self) -> Office:
+        """The office as `hive-office` starts it: double-forked, in a systemd scope where
+        a user manager runs (office/daemon.py)."""
+        self.office_pid = daemon.start(self.paths).pid
+        return self.started()
+
+    def started(self) -> Office:
+        wait_for(lambda: all(self.pid(d) for d in self.desks), "the desks to start")
+        return self
+
+    def running(self) -> bool:
+        return daemon.running_pid(self.paths) == self.office_pid
 
     def env(self, **extra: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("HIVE_")}
@@ -124,11 +144,12 @@ class Office:
         return Done(int(rc.read_text()), out.read_text())
 
     def left_behind(
-        self, desk: str, start: str, before: list[str], after: list[str]
+        self, desk: str, start: str, before: list[str], after: list[str], then: str = ""
     ) -> tuple[int, list[Done], list[Done]]:
         """A script `start`ed from `desk`'s terminal (`start` holds `{script}`): it runs
         `before` while the desk lives, waits until the desk's shell has exited and the
-        office adopted it, then runs `after`. Its pid and each command's result."""
+        office adopted it, then runs `after`, and last `then`. Its pid and each
+        command's result."""
         name = f"left{next(self._count)}"
         pid_file = self.scratch / f"{name}.pid"
         outs = [self._files() for _ in [*before, *after]]
@@ -141,10 +162,10 @@ class Office:
             f"echo $$ >{pid_file}\n"
             + "\n".join(run[: len(before)])
             + "\n# Adopted: the desk's shell is gone and the office is this one's parent.\n"
-            + f'while [ "$(cut -d" " -f4 /proc/$$/stat)" != "{self.proc.pid}" ]; do\n'
+            + f'while [ "$(cut -d" " -f4 /proc/$$/stat)" != "{self.office_pid}" ]; do\n'
             + "  sleep 0.05\ndone\n"
             + "\n".join(run[len(before) :])
-            + "\n"
+            + f"\n{then}\n"
         )
         self.type(desk, start.format(script=script))
         wait_for(lambda: pid_file.exists() and pid_file.read_text().endswith("\n"), name)
@@ -165,13 +186,12 @@ class Office:
 @pytest.fixture(scope="module")
 def office() -> Iterator[Office]:
     with short_dir() as root:
-        running = Office(root)
+        running = Office(root).serve()
         try:
             yield running
         finally:
-            if running.proc.poll() is None:
-                running.proc.terminate()
-                running.proc.wait(timeout=60)
+            if running.running():
+                daemon.stop(running.paths)
 
 
 def gone(pid: int) -> bool:
@@ -218,7 +238,7 @@ def test_a_desks_setsid_orphan_acts_for_nobody_and_is_reaped(office: Office) -> 
     assert "# stolen" not in office.board()
     assert not office.registry()["pam"]["paused"]
     assert "toby" not in office.registry()
-    assert office.proc.poll() is None
+    assert office.running()
     # The office waited for it: no zombie is left behind.
     wait_for(lambda: gone(pid), "the orphan to be reaped")
     # The person's own pause and typing still work.
@@ -292,7 +312,7 @@ def test_stop_merge_and_worktree_remove_are_the_persons_alone(office: Office) ->
     assert office.in_desk("jim", "hive merge jim").rc == 1
     assert not (office.repo / "j.txt").exists()
     assert jim.is_dir() and office.paths.worktree("pam").is_dir()
-    assert office.proc.poll() is None and office.person("hive-office", "status").rc == 0
+    assert office.running() and office.person("hive-office", "status").rc == 0
 
     merged = office.person("hive-office", "merge", "jim", "--yes")
     assert merged.rc == 0, merged.out
@@ -309,11 +329,11 @@ def test_the_person_stops_the_office_and_what_was_left_behind_ends_with_it(
     wait_for(lambda: pid_file.exists() and pid_file.read_text().endswith("\n"), "the sleeper")
     sleeper = int(pid_file.read_text())
     office.type("pam", "exit")
-    wait_for(lambda: parent(sleeper) == office.proc.pid, "the office to adopt the sleeper")
+    wait_for(lambda: parent(sleeper) == office.office_pid, "the office to adopt the sleeper")
 
     stopped = office.person("hive-office", "stop")
     assert stopped.rc == 0, stopped.out
-    assert office.proc.wait(timeout=60) == 0
+    assert office.proc is not None and office.proc.wait(timeout=60) == 0
     wait_for(lambda: gone(sleeper), "the sleeper to end with the office")
 
     # No office: a process holding a desk's identity is not the person.
@@ -336,3 +356,26 @@ def test_the_person_stops_the_office_and_what_was_left_behind_ends_with_it(
     removed = office.person("hive-office", "worktree", "remove", "jim")
     assert removed.rc == 0, removed.out
     assert not office.paths.worktree("jim").exists()
+
+
+def test_a_detached_office_adopts_what_a_desk_leaves_and_ends_it_at_stop(
+    short_tmp: Path,
+) -> None:
+    office = Office(short_tmp, desks=("michael", "jim")).detach()
+    try:
+        pid, _, after = office.left_behind(
+            "jim",
+            "setsid -f sh {script}",
+            before=[],
+            after=["hive-office pause michael"],
+            then="exec sleep 600",
+        )
+        refused = after[0]
+    except BaseException:
+        daemon.stop(office.paths)
+        raise
+    assert refused.rc == 1 and STRAY in refused.out, refused.out
+    assert not office.registry()["michael"]["paused"]
+    assert parent(pid) == office.office_pid  # the sleep the script became
+    assert office.person("hive-office", "stop").rc == 0
+    wait_for(lambda: gone(pid), "what jim left behind to end with the office")
