@@ -116,7 +116,10 @@ KEYS = [
     ("ctrl+d", b"\x04"),
     ("ctrl+q", b"\x11"),
     ("ctrl+p", b"\x10"),
-    ("backspace", b"\x7f"),
+    # Pilot gives backspace the character ^H, which a legacy terminal sends for ctrl+h:
+    # the child gets ^H, as in tmux. A terminal's Backspace key comes with DEL and sends
+    # DEL (tests/unit/test_terminal_keys.py).
+    ("backspace", b"\x08"),
     ("up", b"\x1b[A"),
     ("ctrl+left", b"\x1b[1;5D"),
     ("alt+x", b"\x1bx"),
