@@ -1,11 +1,11 @@
 """Whether a claude desk will find a login when it starts, told without starting it.
 
-`claude_login(env, files, platform)` is the decision: given the environment a desk
-starts with (the office's plus the roster's `env`) and the contents of the files Claude
-Code reads at start-up (`claude_places(env)` names them), what it will authenticate
-with, and whether it starts without asking the person anything. `read_claude_login`
-reads those files (small, cached by their stat) and decides; it never runs claude and
-never touches the network.
+`claude_login(env, places, files, platform, folder)` is the decision: given the
+environment a desk starts with (the office's plus the roster's `env`) and the contents
+of the files Claude Code reads at start-up (`claude_places(env)` names them), what it
+will authenticate with, and whether it starts without asking the person anything.
+`LoginReader` reads those files (re-read only when their stat changes) and decides; it
+never runs claude and never touches the network.
 
 What Claude Code 2.1.197 (scripts/claude-code-version) does, read from its bundle and
 its authentication page (code.claude.com/docs/en/authentication, "Authentication
@@ -24,8 +24,9 @@ precedence", "Credential management"):
   a new key opens the "Detected a custom API key" question at every start until it is
   answered (a rejected one is passed over).
 - The first-run screens (theme, login, the key question) show while the global config
-  lacks `hasCompletedOnboarding`. The trust dialog asks per folder, unless the folder or
-  one above it was trusted.
+  lacks `hasCompletedOnboarding`. The trust dialog then asks unless `projects[K]
+  .hasTrustDialogAccepted` holds for K the folder's git root (a worktree's: its main
+  checkout's) or the folder or one above it.
 - Settings' `env` (user settings `<config dir>/settings.json`, managed settings
   /etc/claude-code/managed-settings.json) is applied over the environment.
 
@@ -209,8 +210,13 @@ def claude_login(
     return ClaudeLogin(source=source, ready=asks is None, asks=asks)
 
 
+def _truthy(value: str | None) -> bool:
+    """How Claude Code reads a flag variable."""
+    return (value or "").strip().lower() in ("1", "true", "yes", "on")
+
+
 def _trusted(env: Mapping[str, str], config: _Config, folder: Folder) -> bool:
-    if env.get("CLAUDE_CODE_SANDBOXED", "").strip().lower() in ("1", "true", "yes", "on"):
+    if _truthy(env.get("CLAUDE_CODE_SANDBOXED")):
         return True
     answered = {k for k, p in config.projects.items() if p.hasTrustDialogAccepted}
     return str(folder.key) in answered or any(
@@ -253,7 +259,7 @@ def _source(
     platform: str,
 ) -> tuple[str | None, str | None]:
     for flag in CLOUD_FLAGS:
-        if env.get(flag, "").strip().lower() in ("1", "true", "yes", "on"):
+        if _truthy(env.get(flag)):
             return f"{flag} (the cloud provider's credentials)", None
     if env.get("ANTHROPIC_AUTH_TOKEN"):
         return "ANTHROPIC_AUTH_TOKEN", None
