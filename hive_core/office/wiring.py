@@ -418,7 +418,8 @@ class Office(PersonActions):
             self.sockets.extend(pair)
         started = False
         if self.with_agents and not spec.send_only:
-            started = await self.supervisor.start(spec.id)
+            # Like the team at start-up: without a login it waits for the first desk.
+            started = await self.supervisor.start(spec.id, login_gate=True)
         self._agent_log(spec.id, "hired by the person")
         manager = self.config.office.manager
         if manager in self.states:
