@@ -90,26 +90,30 @@ def row_lines(runs: list[Run], width: int, today: str) -> list[list[Run]]:
     when = clock if date == today else f"{date[5:]} {clock[:5]}"
     head: list[Run] = [(when, "time"), (" ", ""), (kind.ljust(KIND_WIDTH), kind_role), (" ", "")]
     room = width - sum(cell_len(t) for t, _ in head)
+    # In a narrow panel a hang under the kind leaves too little room: two cells then.
+    hang = HANG if width >= 2 * HANG + 20 else 2
     lines: list[list[Run]] = []
     flat = text.replace("\n", " ").replace("\t", " ")
-    for chunk in wrap(flat, room, width - HANG):
-        lines.append([*head, (chunk, "")] if not lines else [(" " * HANG, ""), (chunk, "")])
+    for chunk in wrap(flat, room, width - hang):
+        lines.append([*head, (chunk, "")] if not lines else [(" " * hang, ""), (chunk, "")])
     return lines or [head]
 
 
 def wrap(text: str, first: int, rest: int) -> list[str]:
-    """`text` in lines of at most `first` cells, then `rest`, broken at spaces (a word
-    longer than a line is cut)."""
+    """`text` in lines of at most `first` cells, then `rest`, broken at spaces. A word
+    that does not fit the first line's room but fits a whole line starts the next one
+    (the first line then has none of the text); a word longer than a line is cut."""
     lines: list[str] = []
     line = ""
     for word in text.split(" "):
-        room = max(1, first if not lines else rest)
+        room = max(1, rest if lines else first)
         joined = f"{line} {word}" if line else word
         if cell_len(joined) <= room:
             line = joined
             continue
-        if line:
+        if line or cell_len(word) <= max(1, rest):
             lines.append(line)
+            line = ""
             room = max(1, rest)
         while cell_len(word) > room:
             cut = _fit(word, room)

@@ -354,6 +354,12 @@ def test_log_row_wraps_with_the_time_column_kept():
     # A word longer than a line is cut across lines, not lost.
     assert wrap("a " + "x" * 25, 10, 8) == ["a", "xxxxxxxx", "xxxxxxxx", "xxxxxxxx", "x"]
     assert wrap("", 10, 8) == [""]
+    # A word that fits a whole line is not cut to fill the first one's rest.
+    assert wrap("router -> michael", 5, 13) == ["", "router ->", "michael"]
+    # A narrow panel (80x24's) hangs the next lines by two cells, not under the kind.
+    narrow = ["".join(t for t, _ in line) for line in row_lines(runs, 24, today="2026-12-05")]
+    assert all(len(t) <= 24 for t in narrow) and narrow[1].startswith("  ") and narrow[1][2] != " "
+    assert " ".join(narrow).split() == ["08:43:28", "agent", *runs[2][0].split()]
 
 
 # --- log: widget ------------------------------------------------------------------------
