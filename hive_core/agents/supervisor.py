@@ -213,9 +213,10 @@ class Supervisor:
         with self.states.edit(agent_id):
             state.missing = self.missing_cli(agent_id) or waiting
             state.start_failed = None
-            if state.missing and not waiting:
+            held = waiting is not None and state.missing == waiting
+            if state.missing and not held:  # not installed: an exit, with its reason
                 state.status = "exited"
-        if waiting and state.missing == waiting:
+        if held:
             self.awaiting_login.add(agent_id)
             self.log(agent_id, f"not started yet: {waiting}")
             self._watch_login()
