@@ -220,7 +220,7 @@ class ControlServer:
                 "HIVE_CONTROL on its host); on the office's machine run `hive` itself"
             )
         else:
-            who = self._attribute(sock)
+            who = self.who(sock)
         if isinstance(who, ControlReply):
             return who
         if req.cmd == "whoami":
@@ -242,7 +242,9 @@ class ControlServer:
             return ControlReply(ok=True, detail=HUMAN)
         return await self._handle(req)
 
-    def _attribute(self, sock: socket.socket | None) -> Attributed | ControlReply:
+    def who(self, sock: socket.socket | None) -> Attributed | ControlReply:
+        """Who is on the other end of `sock`, a connection to one of the office's
+        sockets (this one's, or the hook socket's): `attribute`, or why it cannot be told."""
         if sock is None:
             return refused("the office cannot see who is calling")
         try:

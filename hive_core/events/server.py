@@ -8,6 +8,12 @@ EVENT_DEPTH_MAX (no CLI's event comes near it; msgspec alone would go on to ~1,0
 and then raise RecursionError). A failure while answering is reported the same way: no
 reply, and the next connection is served as usual.
 
+On the office's own socket the sending process must also be the agent's (control.py's
+attribution, `who`): a frame with a desk's secret from another desk's process or from
+a stray is refused like a bad secret, since the secret can be read from the desk's
+environment. The person's process is not refused there (nothing of an agent's is the
+person's but what escaped the office's tree, the documented limit).
+
 A remote desk X has a hook socket of its own (run/desks/X.hook.sock, forwarded by its ssh
 link from the host): a frame there must be X's (`desk_refusal`), so another desk cannot
 use X's link, whatever secret it holds; it is refused like a bad secret, told once.
@@ -19,19 +25,21 @@ import asyncio
 import contextlib
 import hmac
 import os
+import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from hive_core.control import socket_identity
-from hive_core.schema import HOOK_FRAME_MAX, HookFrame, HookReply
+from hive_core.control import Attributed, socket_identity
+from hive_core.schema import HOOK_FRAME_MAX, ControlReply, HookFrame, HookReply
 
 Handler = Callable[[str, dict[str, Any]], Awaitable[HookReply]]
 SecretOf = Callable[[str], str | None]
 Rejected = Callable[[str, str], None]  # (claimed agent id, why)
 Failed = Callable[[str, BaseException], None]  # (agent id, what went wrong answering it)
+Who = Callable[[socket.socket | None], Attributed | ControlReply]
 
 _decode_frame = msgspec.json.Decoder(HookFrame).decode
 _encode = msgspec.json.Encoder().encode
@@ -51,13 +59,16 @@ class HookServer:
         rejected: Rejected,
         failed: Failed,
         desk: str | None = None,
+        who: Who | None = None,
     ) -> None:
-        """`desk`: the remote desk whose own socket this is (None: the office's run/hook.sock)."""
+        """`desk`: the remote desk whose own socket this is (None: the office's
+        run/hook.sock); `who`: whose process a connection is (control.ControlServer.who)."""
         self.path = path
         self.desk = desk
         # Agents already told refused on this desk's socket: a loop of hooks logs once.
         self._refused: set[str] = set()
         self._secret_of = secret_of
+        self._who = who
         self._handle = handle
         self._rejected = rejected
         self._failed = failed
@@ -104,7 +115,7 @@ class HookServer:
                 # StreamReader's limit: the line is longer than HOOK_FRAME_MAX.
                 self._rejected("?", f"a frame over {HOOK_FRAME_MAX} bytes")
                 return
-            reply = await self._answer(line)
+            reply = await self._answer(line, writer.get_extra_info("socket"))
             if reply is not None:
                 writer.write(_encode(reply) + b"\n")
                 await writer.drain()
@@ -115,7 +126,7 @@ class HookServer:
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
-    async def _answer(self, line: bytes) -> HookReply | None:
+    async def _answer(self, line: bytes, sock: socket.socket | None = None) -> HookReply | None:
         try:
             frame = _decode_frame(line)
         except msgspec.DecodeError:
@@ -135,6 +146,11 @@ class HookServer:
         if not expected or not hmac.compare_digest(expected.encode(), frame.secret.encode()):
             self._rejected(frame.agent[:64], "a wrong or stale secret")
             return None
+        if self._who is not None:
+            refusal = sender_refusal(frame.agent, self._who(sock))
+            if refusal is not None:
+                self._rejected(frame.agent, refusal)
+                return None
         if nested_deeper(frame.event, EVENT_DEPTH_MAX):
             self._rejected(frame.agent, f"a frame nested deeper than {EVENT_DEPTH_MAX} levels")
             return None
@@ -145,6 +161,18 @@ class HookServer:
             # open), never the server.
             self._failed(frame.agent, exc)
             return None
+
+
+def sender_refusal(agent: str, who: Attributed | ControlReply) -> str | None:
+    """Why a frame for `agent`, with its secret, is refused from the process `who`
+    (None: it is not): another desk's process or a stray holds a secret it read."""
+    if isinstance(who, ControlReply):
+        return f"a frame whose sender could not be told ({who.error})"
+    if who.stray:
+        return "its secret from a process no desk's (left behind, or the office's own)"
+    if who.owner is not None and who.owner != agent:
+        return f"its secret from {who.owner}'s process"
+    return None
 
 
 def desk_refusal(desk: str | None, agent: str) -> str | None:

@@ -132,6 +132,7 @@ class Office(PersonActions):
             handle=self.plane.handle,
             rejected=self.plane.rejected,
             failed=self.plane.failed,
+            who=lambda sock: self.control.who(sock),
         )
         # Health and routes are made further down; these run only once the office runs.
         self.worktrees = WorktreeKeeper(

@@ -294,6 +294,40 @@ def test_a_stolen_secret_is_nothing_from_outside_the_desk(office: Office) -> Non
     assert "# borrowed" not in office.board()
 
 
+def hook_log(office: Office, desk: str) -> list[str]:
+    lines = [json.loads(line) for line in office.paths.log.read_text().splitlines() if line]
+    return [e["detail"] for e in lines if e.get("kind") == "hook" and e.get("agent") == desk]
+
+
+# A hook frame as cth-hook sends it, from $HIVE_AGENT_ID/$HIVE_SECRET, to the office's
+# hook socket: prints the office's reply line, or that none came (a refused frame).
+HOOK_CLIENT = """
+import json, os, socket
+frame = {"agent": os.environ["HIVE_AGENT_ID"], "secret": os.environ["HIVE_SECRET"],
+         "event": {"hook_event_name": "SessionStart", "session_id": "s"}}
+s = socket.socket(socket.AF_UNIX)
+s.connect(os.environ["HIVE_SOCKET"])
+s.sendall(json.dumps(frame).encode() + b"\\n")
+print(s.makefile("rb").readline().decode().strip() or "no reply")
+"""
+
+
+def test_a_stolen_secret_sends_no_hook_as_its_desk(office: Office) -> None:
+    client = office.scratch / "hook_client.py"
+    client.write_text(HOOK_CLIENT)
+    forged = office.in_desk(
+        "jim",
+        f"HIVE_AGENT_ID=michael HIVE_SECRET={office.secret_of('michael')} "
+        f"{sys.executable} {client}",
+    )
+    assert forged.rc == 0 and forged.out.strip() == "no reply", forged.out
+    log = "\n".join(hook_log(office, "michael"))
+    assert "refused a hook frame: its secret from jim's process" in log
+    # michael's own frame, from michael's terminal, is answered.
+    own = office.in_desk("michael", f"{sys.executable} {client}")
+    assert own.rc == 0 and json.loads(own.out)["exit"] == 0, own.out
+
+
 def test_stop_merge_and_worktree_remove_are_the_persons_alone(office: Office) -> None:
     jim = office.paths.worktree("jim")
     (jim / "j.txt").write_text("jim's work\n")
