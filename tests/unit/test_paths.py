@@ -261,6 +261,12 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("hive_core/leases.py", ".git"): (
         "git's own layout in the person's repositories (which one holds a leased file)"
     ),
+    ("hive_core/agents/login.py", ".git"): (
+        "git's own layout in a desk's folder: where Claude Code keeps its trust answer"
+    ),
+    ("hive_core/agents/login.py", "worktrees"): (
+        "git's own .git/worktrees (a linked worktree's main checkout), not the office's"
+    ),
 }
 
 
