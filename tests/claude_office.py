@@ -54,27 +54,15 @@ class ClaudeOffice:
         env.pop("HIVE_AGENT_ID", None)
         env.pop("HIVE_SECRET", None)
         if agent:
+            # The person acts for a desk only while its agent is not running (control.py):
+            # a running agent's secret read from its environment is refused.
             env["HIVE_AGENT_ID"] = agent
-            # The person acts for a running agent only with its secret (caller.py).
-            secret = self.secret_of(agent)
-            if secret:
-                env["HIVE_SECRET"] = secret
         result = subprocess.run(
             [str(BIN / args[0]), *args[1:]], env=env, capture_output=True, text=True, timeout=60
         )
         if check:
             assert result.returncode == 0, result.stderr
         return result
-
-    def secret_of(self, agent: str) -> str | None:
-        """The running agent's secret, from its CLI's environment; None if not running."""
-        pid = self.registry().get(agent, {}).get("pid")
-        try:
-            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") if pid else []
-        except OSError:
-            return None
-        found = [v.split(b"=", 1)[1] for v in environ if v.startswith(b"HIVE_SECRET=")]
-        return found[0].decode() if found else None
 
     def inbox(self, who: str) -> list[dict[str, Any]]:
         folder = self.home / "hive" / ("human" if who == "human" else f"agents/{who}") / "inbox"

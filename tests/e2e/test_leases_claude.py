@@ -1,8 +1,9 @@
 """File leases with the real claude CLI (issue 15): `hive-office serve` runs two claude agents
-against scripted Messages APIs in one git repository. Michael leases a file; Jim's Edit of
-it is denied by the office's PreToolUse hook, and the model reads the holder's name in the
-tool result. Michael then renews the lease to one second; once it has lapsed, the same
-Edit goes through and changes the file."""
+against scripted Messages APIs in one git repository. Pam leases a file (a desk with no CLI
+running, so the person acts for it: a running desk's lease is its own process's alone);
+Jim's Edit of it is denied by the office's PreToolUse hook, and the model reads the holder's
+name in the tool result. Pam then renews the lease to one second; once it has lapsed, the
+same Edit goes through and changes the file."""
 
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ pytestmark = [
 ]
 
 AGENTS = ("michael", "jim")
+# The lease holder: a desk that runs no CLI, which the person acts for.
+PAM = '\n[[agents]]\nid = "pam"\nname = "Pam"\nprovider = "shell"\nsend_only = true\n'
 
 
 def edit(path: Path) -> ToolUse:
@@ -55,6 +58,8 @@ def floor(short_tmp: Path) -> Iterator[tuple[ClaudeOffice, Path, list[ToolUse]]]
             "jim": 'worktree = false\ncommand = ["claude", "--permission-mode", "acceptEdits"]\n'
         },
     )
+    with (office.home / "office.toml").open("a") as roster:
+        roster.write(PAM)
     target.parent.mkdir(parents=True)
     target.write_text("x = 1\n")
     for args in (
@@ -79,7 +84,7 @@ def test_an_edit_of_a_leased_file_is_denied_until_the_lease_lapses(
     say("read the parser")
     model.wait_for(lambda r: r.turn == 1, 60)
     taken = office.run(
-        "hive", "lease", str(target), "--reason", "new grammar", "--ttl", "10m", agent="michael"
+        "hive", "lease", str(target), "--reason", "new grammar", "--ttl", "10m", agent="pam"
     )
     assert "leased src/parser.py in" in taken.stdout
 
@@ -87,12 +92,12 @@ def test_an_edit_of_a_leased_file_is_denied_until_the_lease_lapses(
     result = tool_results(model.wait_for(lambda r: r.turn == 3, 60))[denied_edit.id]
     assert result.get("is_error"), result
     text = json.dumps(result["content"])
-    assert "src/parser.py in" in text and "is leased by michael until" in text, text
+    assert "src/parser.py in" in text and "is leased by pam until" in text, text
     assert "(new grammar)" in text
     assert target.read_text() == "x = 1\n"
 
     # The holder renews it to one second; it lapses on its own.
-    office.run("hive", "lease", str(target), "--ttl", "1s", agent="michael")
+    office.run("hive", "lease", str(target), "--ttl", "1s", agent="pam")
     wait_for(
         lambda: not json.loads(office.run("hive", "lease", "list", "--json").stdout)["leases"],
         "the lease to lapse",
@@ -102,4 +107,4 @@ def test_an_edit_of_a_leased_file_is_denied_until_the_lease_lapses(
     assert not result.get("is_error"), result
     assert target.read_text() == "x = 2\n"
     denials = [e["detail"] for e in office.log("jim") if "denied Edit" in e["detail"]]
-    assert len(denials) == 1 and "leased by michael" in denials[0], denials
+    assert len(denials) == 1 and "leased by pam" in denials[0], denials
