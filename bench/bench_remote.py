@@ -18,9 +18,10 @@ paths are readable here. The host's `hive` and `cth-hook` are this venv's (remot
              - the same frame written straight to that socket (no interpreter start), to
                its reply: what the ssh forward itself adds;
              - `hive send --to oscar` (the console script), to its exit, and from its exit
-               to the file landing in oscar's inbox: michael's is proven by the office directly, pam's
-               is relayed over the forwarded control socket and run by the office as pam
-               (hive_core/remote/relay.py).
+               to the file landing in oscar's inbox: the local one as the person (this
+               process is no desk's, and a running desk's secret proves nothing outside
+               it: control.py), pam's relayed over the forwarded control socket and run by
+               the office as pam (hive_core/remote/relay.py).
            p50/p99 each, the ratio remote/local. No target beyond reporting them.
   idle     An office of N remote shell desks (one ssh connection each, spread over H
            sshd instances), all running, then its CPU over S idle seconds: the office
@@ -290,9 +291,12 @@ def measure_latency(office: ServedOffice, runs: int) -> None:
     def sock(side: str) -> float:
         return exchange(envs[side]["HIVE_SOCKET"], frames[side])
 
+    person = {k: v for k, v in envs["local"].items() if k not in ("HIVE_AGENT_ID", "HIVE_SECRET")}
+    send_envs = {"local": person, "remote": envs["remote"]}
+
     def send(side: str) -> float:
         before = json_names(inbox)
-        took = run_to_exit(send_argv, envs[side], cwds[side], None)
+        took = run_to_exit(send_argv, send_envs[side], cwds[side], None)
         exited = time.perf_counter()
         while json_names(inbox) == before:
             if time.perf_counter() - exited > 10:
