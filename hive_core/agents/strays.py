@@ -47,16 +47,29 @@ from typing import NamedTuple
 from hive_core.agents import pty_session, session_guard
 
 _PR_SET_CHILD_SUBREAPER = 36
+_PR_GET_CHILD_SUBREAPER = 37
 _LIBC = ctypes.CDLL(None, use_errno=True)
 # How often strays are looked for: a zombie costs only a pid meanwhile.
 SWEEP_S = 2.0
 
 
-def set_subreaper(on: bool) -> None:
-    """Make this process adopt its descendants' orphans (or stop). OSError if refused."""
+def subreaper() -> bool:
+    """Whether this process adopts its descendants' orphans now."""
+    was = ctypes.c_int(0)
+    if _LIBC.prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(was), 0, 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"prctl(PR_GET_CHILD_SUBREAPER): {os.strerror(err)}")
+    return bool(was.value)
+
+
+def set_subreaper(on: bool) -> bool:
+    """Make this process adopt its descendants' orphans (or stop); whether it did
+    before. OSError if refused."""
+    was = subreaper()
     if _LIBC.prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"prctl(PR_SET_CHILD_SUBREAPER): {os.strerror(err)}")
+    return was
 
 
 def children() -> set[int]:

@@ -454,8 +454,9 @@ class Office(PersonActions):
         # Start-up reads and writes the whole home: on the route thread, so the app's
         # first frame is not held back by a backlog or a large hive.
         await loop.run_in_executor(self.routes.thread, self._start_up)
-        # Before any agent starts: what one leaves behind must never reach init.
-        set_subreaper(True)
+        # Before any agent starts: what one leaves behind must never reach init. Given
+        # back at the end, for a program that hosts the office and goes on (a test).
+        was_subreaper = set_subreaper(True)
         kicks = KickServer(self.paths.kick_socket, self.routes.request_scan)
         await kicks.start()
         await self.hooks.start()
@@ -524,6 +525,7 @@ class Office(PersonActions):
             await self.supervisor.stop_all()
             # What the agents left behind ends with them.
             await asyncio.to_thread(self.strays.end)
+            set_subreaper(was_subreaper)
             await self.clients.stop()
             await self.hooks.stop()
             # As the office's own: a remote CLI's last hooks (SessionEnd) still answered.

@@ -23,9 +23,11 @@ from typing import NamedTuple
 
 import pytest
 
+from hive_core.agents.strays import subreaper
 from hive_core.hive import init_office
 from hive_core.office import daemon
 from hive_core.paths import HivePaths
+from tests.conftest import Running
 from tests.support import short_dir, wait_for
 
 BIN = Path(sys.executable).parent
@@ -413,3 +415,17 @@ def test_a_detached_office_adopts_what_a_desk_leaves_and_ends_it_at_stop(
     assert parent(pid) == office.office_pid  # the sleep the script became
     assert office.person("hive-office", "stop").rc == 0
     wait_for(lambda: gone(pid), "what jim left behind to end with the office")
+
+
+def test_a_program_hosting_the_office_gets_its_own_orphans_back(short_tmp: Path) -> None:
+    """The office adopts orphans only while it runs: a test or a program that hosts it in
+    its own process is no subreaper before or after."""
+    assert not subreaper()
+    paths = HivePaths(short_tmp / "home")
+    init_office(paths)
+    hosted = Running(paths)
+    try:
+        wait_for(subreaper, "the hosted office to adopt orphans")
+    finally:
+        hosted.close()
+    assert not subreaper()
