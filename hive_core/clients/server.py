@@ -1,8 +1,8 @@
 """The socket the app attaches to (run/client.sock): the office as a server, as tmux's.
 
 A client is the person: only the office's own user may connect (SO_PEERCRED), and not
-from inside an agent's session (the control socket's rule: an agent does not act as
-the person). It says Hello with its protocol version; it gets Welcome, every agent,
+from inside an agent's session nor from a stray an agent left behind (the control
+socket's rule, control.py: an agent does not act as the person). It says Hello with its protocol version; it gets Welcome, every agent,
 a Snapshot of every pane, and from then on the live stream (protocol.py).
 
 A client never slows the agents or the other clients. Each has its own transport
@@ -62,7 +62,7 @@ from hive_core.clients.protocol import (
     version_refusal,
 )
 from hive_core.clients.screens import Screens
-from hive_core.control import Peer, ancestry, attribute, socket_identity
+from hive_core.control import STRAY, Here, Peer, ancestry, attribute, socket_identity
 from hive_core.cost import Sum
 from hive_core.fsio import atomic_write
 from hive_core.health import Problem
@@ -109,12 +109,15 @@ def admit(
     own_uid: int,
     leaders: Mapping[int, str],
     chain: Callable[[int], list[tuple[int, int]]],
+    here: Here | None = None,
 ) -> str | None:
-    """Why this peer may not attach (None: it may): another user, or a process of an
-    agent's session."""
-    who = attribute(peer, own_uid, leaders, chain)
+    """Why this peer may not attach (None: it may): another user, a process of an
+    agent's session, or a stray below the office `here`."""
+    who = attribute(peer, own_uid, leaders, chain, here)
     if isinstance(who, ControlReply):
         return who.error or "refused."
+    if who.stray:
+        return f"refused: attaching to the office is the person's to do; {STRAY}."
     if who.owner is not None:
         return (
             f"refused: this process belongs to {who.owner}'s session; attaching to the "
@@ -278,7 +281,8 @@ class ClientServer:
                 )
                 client.pid = pid
                 leaders = {s.pid: s.id for s in self._states.values() if s.pid is not None}
-                why = admit(Peer(pid, uid), os.getuid(), leaders, ancestry)
+                here = Here(os.getpid(), os.getsid(0))
+                why = admit(Peer(pid, uid), os.getuid(), leaders, ancestry, here)
         if why is not None:
             self._log(f"client (pid {client.pid}) refused: {why}")
             client.send(Refused(why=why))

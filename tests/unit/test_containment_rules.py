@@ -13,6 +13,7 @@ from hive_core.actions import ACTIONS, PersonAction
 from hive_core.agents.state import AgentState, AgentStates
 from hive_core.agents.strays import Proc, agents_born, below, strays_among
 from hive_core.caller import CallerError, require_person
+from hive_core.clients.server import admit
 from hive_core.control import Attributed, Here, Peer, attribute, decide_call, decide_whoami
 from hive_core.paths import HivePaths
 from hive_core.schema import HUMAN, AgentSpec, ControlRequest
@@ -150,3 +151,11 @@ def test_with_no_office_an_agents_identity_is_not_the_person(
     monkeypatch.setenv("HIVE_SECRET", "s")
     with pytest.raises(CallerError, match="HIVE_SECRET"):
         require_person(paths, "stop")
+
+
+def test_a_stray_does_not_attach_to_the_office() -> None:
+    line = {301: [(301, 301), (OFFICE.pid, OFFICE.sid)], 500: [(500, 500), (60, 60)]}
+    why = admit(Peer(301, ME), ME, LEADERS, line.__getitem__, OFFICE)
+    assert why is not None and "attaching to the office is the person's" in why
+    assert "in no agent's session" in why
+    assert admit(Peer(500, ME), ME, LEADERS, line.__getitem__, OFFICE) is None
