@@ -435,6 +435,14 @@ class ClientServer:
                 client.stale.add(state.id)
                 self.resync(client)
         exited = state.status == "exited"
+        if not exited and self._exited.get(state.id, False):
+            # Started again: a client showing it larger takes the pty's size anew (its
+            # pane kept the last child's screen at its own size).
+            pty = self._screens.size(state.id)
+            for client in list(self._clients):
+                if client.visible.get(state.id, pty) != pty:
+                    client.stale.add(state.id)
+                    self.resync(client)
         if exited and not self._exited.get(state.id, False) and state.exit_status is not None:
             code = state.exit_status
             self._broadcast(

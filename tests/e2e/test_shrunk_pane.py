@@ -28,6 +28,7 @@ from tests.tmux_support import (
     PS1,
     SHELL,
     Box,
+    Cell,
     Grid,
     TmuxOffice,
     crop,
@@ -68,6 +69,11 @@ class InnerTmux:
         self.office.tmux(
             "new-session", "-d", "-s", session, "-x", str(box.cols), "-y", str(box.rows), attach
         )  # fmt: skip
+
+    def respawn(self) -> None:
+        terminal = [f"{k}={v}" for k, v in CHILD_TERM.items()]
+        shell = ["env", "-u", "TMUX", "-u", "TMUX_PANE", *terminal, f"PS1={PS1}", *SHELL]
+        self._run("respawn-pane", "-k", "-t", "w", shlex.join(shell))
 
     def type(self, text: str) -> None:
         self._run("send-keys", "-t", "w", "-l", text)
@@ -128,6 +134,17 @@ def test_a_pane_shrunk_by_a_smaller_client_is_marked_as_tmux_marks_it(
     assert row_text(screen[small.rows]).startswith("─" * small.cols + "┘")
     assert set(row_text(screen[-1])) == {"·"}
 
+    # The agent's CLI ends and is started again: the new one has the pty's size too.
+    office.tmux.type("office", "exit")
+    wait_for(lambda: "exited" in row_text(_title(office)), "the agent to exit")
+    office.tmux.keys("office", PREFIX_KEY, "r")
+    inner.respawn()
+    wait_for(lambda: "exited" not in row_text(_title(office)), "the agent to start again")
+    office.wait_prompt("office")
+    for run in (inner.type, lambda text: office.tmux.type("office", text)):
+        run("clear; seq 1 250")
+    _same(office, "tmux-big", "the larger client after the agent started again")
+
     # The smaller clients leave: the pane (and tmux's window) grow back, unmarked.
     office.tmux.keys("small", PREFIX_KEY, "d")
     wait_for(
@@ -140,3 +157,8 @@ def test_a_pane_shrunk_by_a_smaller_client_is_marked_as_tmux_marks_it(
     _same(office, "tmux-big", "the larger client alone again")
     screen = crop(office.tmux.capture("office"), big.top, big.left, big.rows, big.cols)
     assert not any("·" in row_text(row) for row in screen)
+
+
+def _title(office: TmuxOffice) -> list[Cell]:
+    """The top border of the office's pane, which says how its agent is."""
+    return office.tmux.capture("office")[office.box.top - 1]
