@@ -295,7 +295,9 @@ def test_hostile_inbox_files_are_left_out_of_the_view_and_break_nothing(
     paths = running.office.paths
     good = "20260101T000000000009Z-bbbbbb"
     plant(paths, "jim", f"{good}.json", message_bytes(good, subject="the good one"))
-    deep = b'{"id": "d", "x": ' + b"[" * 5000 + b"]" * 5000 + b"}"
+    # Deeper than every supported Python's limit: 3.13 decodes 5,000 levels (its C
+    # recursion limit is 10,000) and would read the file as merely not a message.
+    deep = b'{"id": "d", "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
     plant(paths, "jim", "20260101T000000000001Z-deep.json", deep)
     plant(paths, "jim", "20260101T000000000002Z-big.json", b" " * (MESSAGE_FILE_MAX + 1))
     plant(paths, "jim", "20260101T000000000003Z-junk.json", b"\xff\xfe")
