@@ -20,7 +20,9 @@ duplicates material at worst and never loses it:
 The summariser path asks the agent's own CLI, headless and without tools, to condense;
 how is its provider's business (`Provider.summary_command`). Its answer is checked
 (within budget, every note accounted for) and anything wrong falls back to the rule,
-which never loses a note.
+which never loses a note. The CLI runs in a session of its own, named while it runs
+(`summarising`): whatever it starts (a hook the agent configured in its project, say)
+is that agent's to the office, never the office's or the person's (control.py).
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import signal
 import subprocess
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -102,10 +106,22 @@ def summariser_for(
 
     def summarise(index: str, notes: Sequence[Note], budget: int) -> Fold:
         prompt = summary_prompt(index, notes, budget)
-        answer = ask(command, prompt, env=env, cwd=cwd, timeout=timeout)
+        answer = ask(command, prompt, env=env, cwd=cwd, timeout=timeout, agent=spec.id)
         return check_answer(answer, notes, budget)
 
     return summarise
+
+
+# The summarising CLIs running now, by pid: the agent each runs for.
+_SUMMARISING: dict[int, str] = {}
+_SUMMARISING_LOCK = threading.Lock()
+
+
+def summarising() -> dict[int, str]:
+    """Each summarising CLI running now (the leader of its own session), by pid: the
+    agent it is, as the control socket attributes it and strays.py leaves it be."""
+    with _SUMMARISING_LOCK:
+        return dict(_SUMMARISING)
 
 
 def ask(
@@ -115,27 +131,41 @@ def ask(
     env: Mapping[str, str] | None,
     cwd: Path | None,
     timeout: float,
+    agent: str = "",
 ) -> object:
     """Run `command` with `prompt` on stdin (an index and notes can outgrow an argv
-    string); its structured answer, or SummaryError saying why there is none."""
+    string) as `agent`'s; its structured answer, or SummaryError saying why there is
+    none."""
     program = command.argv[0]
     try:
-        done = subprocess.run(
+        with subprocess.Popen(
             command.argv,
-            input=prompt.encode(),
-            capture_output=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             env=None if env is None else dict(env),
             cwd=cwd,
-            timeout=timeout,
-            check=False,
-        )
+            start_new_session=True,
+        ) as proc:
+            with _SUMMARISING_LOCK:
+                _SUMMARISING[proc.pid] = agent
+            try:
+                out, err = proc.communicate(prompt.encode(), timeout=timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(OSError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
+                raise
+            finally:
+                with _SUMMARISING_LOCK:
+                    _SUMMARISING.pop(proc.pid, None)
     except (OSError, subprocess.TimeoutExpired) as e:
         raise SummaryError(f"could not run {program}: {e}") from None
-    if done.returncode != 0:
-        tail = (done.stderr or done.stdout).decode(errors="replace").strip()[-300:]
-        raise SummaryError(f"{program} exited with {done.returncode}: {tail}")
+    if proc.returncode != 0:
+        tail = (err or out).decode(errors="replace").strip()[-300:]
+        raise SummaryError(f"{program} exited with {proc.returncode}: {tail}")
     try:
-        return command.answer(done.stdout)
+        return command.answer(out)
     except ValueError as e:
         raise SummaryError(str(e)) from None
 

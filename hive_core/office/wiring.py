@@ -43,6 +43,7 @@ from hive_core.logfile import rotate_if_due
 from hive_core.mail import iter_inbox
 from hive_core.memory.keeper import MemoryKeeper
 from hive_core.memory.retention import Retention
+from hive_core.memory.tidy import summarising
 from hive_core.office.explained import StatusKeeper
 from hive_core.office.person import ENTER_DELAY_S, PersonActions
 from hive_core.office.registry import RegistryPublisher
@@ -165,10 +166,10 @@ class Office(PersonActions):
             self.perform,
             agents=self.states,
             log=self._agent_log,
-            desks=self.relay.desks,
+            desks=self._desk_processes,
         )
         # What agents leave behind is adopted by this process (strays.py).
-        self.strays = Strays(own=lambda: [*self.relay.desks(), *running_children()])
+        self.strays = Strays(own=lambda: [*self._desk_processes(), *running_children()])
         self.desks: dict[str, tuple[HookServer, ControlServer]] = {
             spec.id: self._desk_servers(spec.id) for spec in self.config.agents if spec.host
         }
@@ -254,6 +255,11 @@ class Office(PersonActions):
         self.listeners.hive.append(self.clients.hive_changed)
         self.listeners.health.append(self.clients.health_changed)
         self.cost.listeners.append(self.clients.cost_changed)
+
+    def _desk_processes(self) -> dict[int, str]:
+        """What the office runs as a desk besides its CLI, each the leader of a session
+        of its own, by pid: relayed verbs, and the agent's CLI summarising its memory."""
+        return {**self.relay.desks(), **summarising()}
 
     def _desk_servers(self, agent_id: str) -> tuple[HookServer, ControlServer]:
         hooks = HookServer(
