@@ -9,8 +9,12 @@ outranks every config file. Drivers are named by the repository (`filter.<name>.
 chosen by a `.gitattributes` line, say), so their names are read first with `git config
 --name-only --list` (reading config runs nothing) and each one found is emptied (a
 merge driver is made git's own file merge): git runs no filter or diff driver whose
-command is empty. The driver layer is a
-read then a run: a driver named in the few milliseconds between the two is not seen.
+command is empty. The driver layer is a read then a run: a driver named in the few
+milliseconds between the two is not seen.
+
+A repository's own filters (git-lfs among them) therefore do not run in the office's
+git either: a worktree the office checks out, or a merge it makes, holds LFS pointer
+files until `git lfs checkout` (office.worktree_setup can run it).
 """
 
 from __future__ import annotations
