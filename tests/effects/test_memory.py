@@ -385,7 +385,9 @@ def test_semantic_without_the_extra_says_so(store: MemoryStore) -> None:
         pytest.skip("the semantic extra is installed here")
     store.upsert(entry("k", "jim"))
     for mode in ("semantic", "hybrid"):
-        with pytest.raises(SemanticUnavailable, match=r"scripts/setup --semantic .*'\.\[semantic\]'"):
+        with pytest.raises(
+            SemanticUnavailable, match=r"scripts/setup --semantic .*'\.\[semantic\]'"
+        ):
             store.search(SAME, "jim", "all", 5, mode)  # type: ignore[arg-type]
 
 
