@@ -180,7 +180,7 @@ def _remote_checks(paths: HivePaths, agents: list[AgentSpec], remote_venv: str) 
         return known[agent.provider].executable(agent)
 
     def hint(agent: AgentSpec) -> str:
-        return known[agent.provider].install_hint()
+        return known[agent.provider].install_hint(here=False)
 
     here = check.local_version()
     return [

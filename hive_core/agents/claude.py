@@ -141,9 +141,9 @@ class ClaudeProvider:
     def executable(self, agent: AgentSpec) -> str:
         return agent.command[0] if agent.command else "claude"
 
-    def install_hint(self) -> str:
+    def install_hint(self, *, here: bool = True) -> str:
         setup = CHECKOUT / "scripts" / "setup"
-        if setup.is_file():  # a checkout: its setup installs the version the office pins
+        if here and setup.is_file():  # a checkout: its setup installs the version the office pins
             return (
                 f"Run {setup} (it puts the pinned Claude Code in .venv/bin), or install "
                 f"it with `{NPM_INSTALL}`."

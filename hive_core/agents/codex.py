@@ -132,7 +132,7 @@ class CodexProvider:
     def executable(self, agent: AgentSpec) -> str:
         return agent.command[0] if agent.command else "codex"
 
-    def install_hint(self) -> str:
+    def install_hint(self, *, here: bool = True) -> str:
         return "Install the Codex CLI with `npm install -g @openai/codex`."
 
     def start_hint(self) -> str:

@@ -135,7 +135,7 @@ class GeminiProvider:
     def executable(self, agent: AgentSpec) -> str:
         return agent.command[0] if agent.command else "gemini"
 
-    def install_hint(self) -> str:
+    def install_hint(self, *, here: bool = True) -> str:
         return "Install Gemini CLI with `npm install -g @google/gemini-cli`."
 
     def start_hint(self) -> str:

@@ -132,8 +132,9 @@ class Provider(Protocol):
         """The program the agent runs (for `doctor` and the "install it" message)."""
         ...
 
-    def install_hint(self) -> str:
-        """One sentence: how to install this CLI."""
+    def install_hint(self, *, here: bool = True) -> str:
+        """One sentence: how to install this CLI; `here` False: on another host (a remote
+        desk's), where this machine's checkout and paths mean nothing."""
         ...
 
     def start_hint(self) -> str:

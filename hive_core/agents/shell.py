@@ -29,7 +29,7 @@ class ShellProvider:
     def executable(self, agent: AgentSpec) -> str:
         return agent.command[0] if agent.command else os.environ.get("SHELL") or DEFAULT_SHELL
 
-    def install_hint(self) -> str:
+    def install_hint(self, *, here: bool = True) -> str:
         return "Set SHELL to an installed shell, or give the agent a `command` in office.toml."
 
     def start_hint(self) -> str:

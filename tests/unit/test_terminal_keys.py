@@ -248,7 +248,7 @@ LEGACY_KEYS = [
     *(chr(c) for c in range(0x20, 0x7F)), "é", "😀",
     *(chr(c) for c in range(0x00, 0x20) if c != 0x1B), "\x7f",
     *(f"\x1b{chr(c)}" for c in range(0x00, 0x80) if chr(c) not in "[O"),
-    "\x1b[A", "\x1b[1;3B", "\x1b[1;7D", "\x1b[1~", "\x1b[4;5~", "\x1b[1;2H",
+    "\x1b[A", "\x1b[1;3B", "\x1b[1;7D", "\x1b[1~", "\x1b[1;5F", "\x1b[4~", "\x1b[1;2H",
     "\x1bOP", "\x1b[1;6S", "\x1b[15~", "\x1b[24;8~", "\x1b[Z",
     # shift/ctrl/alt+F3, which Textual reads as a cursor position report.
     "\x1b[1;2R", "\x1b[1;8R",
