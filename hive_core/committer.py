@@ -74,6 +74,9 @@ class Note:
     category: str
     detail: str = ""
     count: int = 1
+    # The paths this note accounts for: the message names the changed paths it leaves out
+    # (a board edit committed with a routed message is named, not hidden behind "route").
+    paths: frozenset[str] = frozenset()
 
 
 # --- summaries (pure) ---------------------------------------------------------
@@ -141,16 +144,18 @@ def _summarize_paths(paths: Sequence[str]) -> str:
 
 
 def summarize(notes: Sequence[Note], changed_paths: Sequence[str]) -> str:
-    """The one-line commit message: what producers said happened, else which files changed.
+    """The one-line commit message: what producers said happened, then which changed files
+    no note accounts for.
 
     Same-category notes merge: bare counts add up ("route: 12 messages"), details are
     listed once each with their count ("board: updated by michael (x2)").
     """
-    if notes:
-        return _summarize_notes(notes)
-    if changed_paths:
-        return _summarize_paths(changed_paths)
-    return "office: no changes"
+    explained = frozenset().union(*(n.paths for n in notes))
+    rest = [p for p in changed_paths if p not in explained]
+    parts = [_summarize_notes(notes)] if notes else []
+    if rest:
+        parts.append(_summarize_paths(rest))
+    return "; ".join(parts) or "office: no changes"
 
 
 # --- the repository -----------------------------------------------------------
@@ -480,10 +485,13 @@ class Committer:
         if wake:
             wake()
 
-    def note(self, category: str, detail: str = "", count: int = 1) -> None:
-        """Record what happened, for the next commit's message."""
+    def note(
+        self, category: str, detail: str = "", count: int = 1, paths: Iterable[Path | str] = ()
+    ) -> None:
+        """Record what happened, for the next commit's message; `paths`: what it changed."""
+        rels = frozenset(self._relative(p) for p in paths)
         with self._state:
-            self._notes.append(Note(category, detail, count))
+            self._notes.append(Note(category, detail, count, rels))
 
     @property
     def pending(self) -> bool:

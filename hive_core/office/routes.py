@@ -255,8 +255,12 @@ class RouteDriver:
         the office's own notices and the passes at start and stop."""
         # The committer is thread-safe, and a burst touches thousands of paths.
         self.committer.touch(*stats.touched)
+        # The pass's touched paths are what its notes account for: given once (a burst
+        # is thousands of paths and as many notes).
+        explains: set[Path] = stats.touched
         for kind, _who in stats.notes:
-            self.committer.note(kind)
+            self.committer.note(kind, paths=explains)
+            explains = set()
         loop = self.loop
         try:
             here = asyncio.get_running_loop()

@@ -110,8 +110,19 @@ def committer(repo: Path) -> Iterator[Committer]:
 
 
 def test_summarize_adds_up_counts_and_keeps_order() -> None:
-    notes = [Note("route", count=5), Note("board", "updated by michael"), Note("route", count=7)]
+    notes = [
+        Note("route", count=5, paths=frozenset({"x"})),
+        Note("board", "updated by michael"),
+        Note("route", count=7),
+    ]
     assert summarize(notes, ["x"]) == "route: 12 messages; board: updated by michael"
+
+
+def test_summarize_names_the_changed_files_no_note_accounts_for() -> None:
+    """A board edit committed with a routed message is named beside the route note."""
+    notes = [Note("route", paths=frozenset({"agents/jim/inbox/new/m1.md"}))]
+    changed = ["agents/jim/inbox/new/m1.md", "BOARD.md"]
+    assert summarize(notes, changed) == "route: 1 message; BOARD.md"
 
 
 def test_summarize_singular_and_default_unit() -> None:
@@ -142,7 +153,7 @@ def test_summarize_from_paths_when_no_notes() -> None:
 def test_summarize_caps_path_groups_and_prefers_notes() -> None:
     paths = [f"agents/a{i}/x" for i in range(7)]
     assert summarize([], paths).endswith("; +2 more")
-    assert summarize([Note("route")], paths) == "route: 1 message"
+    assert summarize([Note("route", paths=frozenset(paths))], paths) == "route: 1 message"
 
 
 # --- repository basics --------------------------------------------------------
@@ -171,10 +182,12 @@ def test_commit_all_on_an_empty_repo_commits_nothing(tmp_path: Path) -> None:
 
 def test_many_touches_make_one_commit_with_counts(repo: Path, committer: Committer) -> None:
     for i in range(30):
-        committer.touch(write(repo, f"agents/jim/inbox/.done/m{i:02}.json"))
-        committer.note("route")
-    committer.note("board", "updated by michael")
-    committer.touch(write(repo, "board.md", "# Board\nplan\n"))
+        done = write(repo, f"agents/jim/inbox/.done/m{i:02}.json")
+        committer.touch(done)
+        committer.note("route", paths=[done])
+    board = write(repo, "board.md", "# Board\nplan\n")
+    committer.note("board", "updated by michael", paths=[board])
+    committer.touch(board)
     head = committer.commit_now()
     assert head is not None
     assert git(repo, "rev-parse", "HEAD").strip() == head
@@ -292,8 +305,9 @@ def test_full_commit_catches_unreported_changes(repo: Path, committer: Committer
 
 def test_live_lock_blocks_without_losing_the_change(repo: Path, committer: Committer) -> None:
     lock = repo / ".git" / "index.lock"
-    committer.touch(write(repo, "board.md", "v2"))
-    committer.note("board", "updated by michael")
+    board = write(repo, "board.md", "v2")
+    committer.touch(board)
+    committer.note("board", "updated by michael", paths=[board])
     with open(lock, "w"):
         # Old but held open by this process: live, so it must stay.
         age(lock, STALE_LOCK_AGE * 10)
@@ -386,8 +400,9 @@ def test_run_batches_a_burst_and_loses_no_note(repo: Path, committer: Committer)
 
     async def burst() -> None:
         for i in range(total):
-            committer.touch(write(repo, f"agents/dwight/inbox/m{i:03}.json"))
-            committer.note("route")
+            routed = write(repo, f"agents/dwight/inbox/m{i:03}.json")
+            committer.touch(routed)
+            committer.note("route", paths=[routed])
             if i % 10 == 0:
                 await asyncio.sleep(0.01)
         await until(None, lambda: not committer.pending, "the committer to catch up")
@@ -513,7 +528,7 @@ def test_log_rotates_into_segments_each_committed_once(office: HivePaths) -> Non
         for n in range(total):
             append_line(office.log, log_line(n))
             rotating.touch(office.log)
-            rotating.note("route")
+            rotating.note("route", paths=[office.log])
             if n % 5 == 0:
                 await until(None, lambda: not rotating.pending, "the committer to catch up")
 
