@@ -15,12 +15,16 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
+from unittest import mock
 from uuid import uuid4
 
+import anyio
 import msgspec
 import pytest
+from anyio.abc import Process
 from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
+from mcp.client import stdio as mcp_stdio
 
 from hive_core.agents.claude import ClaudeProvider
 from hive_core.agents.provider import LaunchContext
@@ -51,6 +55,26 @@ def agent_env(paths: HivePaths, agent_id: str | None, secret: str = "") -> dict[
     return env
 
 
+# Puts the server in a process group of its own (the MCP client's teardown signals that
+# group) without the new session the client would start.
+_OWN_GROUP = "import os, sys; os.setpgid(0, 0); os.execv(sys.argv[1], sys.argv[1:])"
+
+
+async def _spawn_in_this_session(
+    command: str,
+    args: list[str],
+    env: dict[str, str] | None = None,
+    errlog: TextIO = sys.stderr,
+    cwd: Path | str | None = None,
+) -> Process:
+    """The MCP client's spawn, in the test's session. Tests with the `running` fixture are
+    the office's own process: a child of it in another session is a stray, which acts for
+    nobody (hive_core/control.py), where a person's MCP host is not below the office."""
+    return await anyio.open_process(
+        [sys.executable, "-c", _OWN_GROUP, command, *args], env=env, stderr=errlog, cwd=cwd
+    )
+
+
 @asynccontextmanager
 async def session(
     paths: HivePaths, agent_id: str, secret: str = ""
@@ -58,9 +82,12 @@ async def session(
     params = StdioServerParameters(
         command=HIVE, args=["mcp"], env=agent_env(paths, agent_id, secret)
     )
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
-        await client.initialize()
-        yield client
+    with mock.patch.object(
+        mcp_stdio, "_create_platform_compatible_process", _spawn_in_this_session
+    ):
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
+            await client.initialize()
+            yield client
 
 
 async def call(client: ClientSession, tool: str, **arguments: Any) -> Any:
