@@ -30,8 +30,9 @@ class Check:
 
 def run_checks(paths: HivePaths) -> list[Check]:
     checks: list[Check] = [Check(True, f"Python {sys.version.split()[0]} at {sys.executable}")]
+    run_init = f"run `{office_command(paths.home, 'init')}`"
     if not paths.office_toml.exists():
-        return [*checks, Check(False, f"no office in {paths.home}", "run `hive-office init`")]
+        return [*checks, Check(False, f"no office in {paths.home}", run_init)]
     try:
         config = load_office(paths.office_toml)
     except ConfigError as e:
@@ -48,7 +49,7 @@ def run_checks(paths: HivePaths) -> list[Check]:
             head = "no commits yet" if repo.head_is_unborn else f"HEAD {str(repo.head.target)[:8]}"
             checks.append(Check(True, f"hive git repo at {paths.hive} ({head})"))
     except pygit2.GitError:
-        checks.append(Check(False, f"{paths.hive} is not a git repo", "run `hive-office init`"))
+        checks.append(Check(False, f"{paths.hive} is not a git repo", run_init))
     # A remote desk adds its own pair (its ssh master shares no connection when too long).
     desks = [
         paths.desk_socket(a.id, kind)
@@ -219,16 +220,19 @@ def _health_checks(paths: HivePaths, pid: int, prefix: str) -> list[Check]:
     if health is None or health.pid != pid:
         return [Check(False, "the running office has not published its health", "see `hive log`")]
     return [
-        Check(False, f"{p.component}: {p.detail} (since {p.since})", _fix(p.component, prefix))
+        Check(
+            False, f"{p.component}: {p.detail} (since {p.since})", _fix(paths, p.component, prefix)
+        )
         for p in health.problems
     ]
 
 
-def _fix(component: str, prefix: str) -> str:
+def _fix(paths: HivePaths, component: str, prefix: str) -> str:
     kind, _, name = component.partition(":")
     if kind == "agent":
         # The detail already says what to do about the cause; this is how to retry.
-        return f"then start it again: `hive-office spawn {name}` ({prefix} r in the app)"
+        spawn = office_command(paths.home, "spawn", name)
+        return f"then start it again: `{spawn}` ({prefix} r in the app)"
     if component == LOGIN_COMPONENT:
         return ""  # the detail is the sentence that says what to do
     return "see `hive log` for the cause"

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, NoReturn, TypeVar
 from hive_core import mail
 from hive_core.caller import BadClaim, Caller, CallerError, identify, proven
 from hive_core.config import ConfigError, load_office
+from hive_core.hint import office_command
 from hive_core.paths import HivePaths, resolve_home
 from hive_core.schema import BODY_MAX, Draft
 
@@ -130,8 +131,8 @@ def office_paths(home: str | None) -> HivePaths:
     paths = HivePaths(resolve_home(home))
     if not paths.office_toml.is_file() or not paths.hive.is_dir():
         raise HiveError(
-            f"there is no office in {paths.home}. Run `hive-office init` to create one, "
-            "or point --home or HIVE_HOME at an existing office."
+            f"there is no office in {paths.home}. Run `{office_command(paths.home, 'init')}` "
+            "to create one, or point --home or HIVE_HOME at an existing office."
         )
     return paths
 

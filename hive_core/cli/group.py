@@ -34,6 +34,7 @@ from hive_core.cli.common import (
 )
 from hive_core.cli.mail_cmd import MAIL_VERBS, run_verb
 from hive_core.fsio import atomic_write
+from hive_core.hint import office_command
 from hive_core.hive import read_registry, registry_from_roster
 from hive_core.logfile import iter_log_lines
 from hive_core.schema import JSON_DEPTH_MAX, LogEvent, is_agent_id, json_depth
@@ -149,7 +150,8 @@ def board(source: str | None, text: str | None) -> None:
             current = decode_text(caller.paths.board.read_bytes(), "board.md")
         except FileNotFoundError:
             raise HiveError(
-                f"{caller.paths.board} is missing. Run `hive-office init` to recreate it."
+                f"{caller.paths.board} is missing. Run "
+                f"`{office_command(caller.paths.home, 'init')}` to recreate it."
             ) from None
         click.echo(render.clean(current), nl=not current.endswith("\n"))
         return

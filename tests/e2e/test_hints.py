@@ -52,6 +52,27 @@ def home(short_tmp: Path) -> Iterator[Path]:
         daemon.stop(HivePaths(home))
 
 
+def test_a_home_without_an_office_names_the_init_for_it(short_tmp: Path) -> None:
+    """doctor and a verb, pointed at a folder with no office, name the init of that folder;
+    typed, it makes the office they then find."""
+    home = short_tmp / "elsewhere"
+    doctor = hive_office("doctor", "--home", str(home))
+    assert doctor.returncode == 1
+    [init] = hints(doctor.stdout)
+    assert init == shlex.join(["hive-office", "--home", str(home), "init"])
+    inbox = subprocess.run(
+        [str(BIN / "hive"), "inbox", "--home", str(home)],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert inbox.returncode != 0 and hints(inbox.stderr) == [init]
+    made = run_hint(init)
+    assert made.returncode == 0, made.stderr
+    assert hive_office("doctor", "--home", str(home)).stdout.count("no office in") == 0
+
+
 def test_init_names_the_office_and_a_refused_serve_names_stop(home: Path) -> None:
     if shutil.which("tmux") is None:
         pytest.fail("tmux is not installed; scripts/setup installs it")
