@@ -64,6 +64,7 @@ def _need_terminal() -> None:
 
 def _demo(home: str | None) -> None:
     """A demo office in its own home (never yours), laid out afresh each run."""
+    from hive_core.agents.claude import ClaudeProvider
     from hive_core.demo.office import (
         DemoHomeTaken,
         apply_env,
@@ -80,8 +81,8 @@ def _demo(home: str | None) -> None:
     )
     if claude is None:
         fail(
-            "the demo runs real Claude Code agents and `claude` is not installed. Run "
-            "./scripts/setup (it installs a pinned one) or `npm install -g @anthropic-ai/claude-code`."
+            "the demo runs real Claude Code agents and `claude` is not installed. "
+            + ClaudeProvider().install_hint()
         )
     try:
         claim_demo_home(paths.home)  # before the lock, which writes into the home
