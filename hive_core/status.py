@@ -18,6 +18,7 @@ import time
 import msgspec
 
 from hive_core.schema import Status, StatusKind
+from hive_core.text import stripped
 
 # A StopFailure `error` (Claude Code's names) that means: wait, the API will not serve
 # this agent now. Other failures (authentication, a bad request) end the turn too, but
@@ -355,7 +356,8 @@ def _last_event(s: Signals) -> str:
 def limit_text(tail: bytes) -> str | None:
     """The last report of a rate or usage limit in `tail` (a pane's output since its
     last hook event) and what follows it, as plain text; None if there is none."""
-    plain = " ".join(_ESCAPES.sub(" ", tail.decode("utf-8", "replace")).split())
+    screen = tail.decode("utf-8", "replace")
+    plain = " ".join(stripped(screen, lines=False, sequences=True, by=" ").split())
     found = None
     for match in LIMIT_TEXT.finditer(plain):
         found = match
@@ -366,9 +368,3 @@ def limit_text(tail: bytes) -> str | None:
     if (attempt := _ATTEMPT.search(text)) is not None:
         text = text[: attempt.end()]
     return _COUNTDOWN.sub(r"\1 ", text).strip()
-
-
-# Escape sequences (CSI, OSC, two-byte) and control characters, for limit_text.
-_ESCAPES = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-_]|[\x00-\x1f\x7f]"
-)

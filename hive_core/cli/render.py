@@ -7,7 +7,6 @@ to repaint the reader's terminal.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 
 import msgspec
@@ -15,14 +14,9 @@ import msgspec
 from hive_core.routing.marks import caution
 from hive_core.schema import LogEvent, Message, Registry
 from hive_core.text import one_line
+from hive_core.text import shown as clean  # the one rule (hive_core/text.py)
 
 PREVIEW_WIDTH = 100
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-
-
-def clean(text: str) -> str:
-    """`text` with control characters (but newlines and tabs) shown as `\\xNN`."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def preview(text: str, width: int = PREVIEW_WIDTH) -> str:
@@ -50,7 +44,8 @@ def inbox(messages: list[Message]) -> str:
     lines = [f"{len(messages)} unread {noun}, oldest first:"]
     for m in messages:
         subject = preview(m.subject) or "(no subject)"
-        lines.append(f"  {m.id}  {m.sender:<{sender_w}}  {m.act:<{act_w}}  {subject}{_flags(m)}")
+        line = f"  {m.id}  {m.sender:<{sender_w}}  {m.act:<{act_w}}  {subject}{_flags(m)}"
+        lines.append(clean(line, lines=False))
         if (mark := caution(m.origin, m.injection)) is not None:
             lines.append(f"      {mark}")
         if m.body.strip():
@@ -79,7 +74,8 @@ def message(msg: Message, state: str) -> str:
         ("caution", caution(msg.origin, msg.injection)),
         ("state", state),
     ]
-    lines = [f"{name + ':':<13}{value}" for name, value in fields if value]
+    # Every field is the file's word (anyone can drop a message in an inbox): one line each.
+    lines = [f"{name + ':':<13}{clean(value, lines=False)}" for name, value in fields if value]
     lines.append("")
     lines.append(clean(msg.body).rstrip("\n") or "(empty body)")
     if state == "unread":
@@ -100,7 +96,7 @@ def roster(registry: Registry, caller: str, costs: Mapping[str, str] | None = No
     # what a mail verb costs, and only the roster needs it.
     from hive_core.agents.state import status_words
 
-    rows = [("ID", "NAME", "PROVIDER", "STATUS", "COST", "ROLE")]
+    rows: list[tuple[str, ...]] = [("ID", "NAME", "PROVIDER", "STATUS", "COST", "ROLE")]
     for entry in registry.agents:
         marks = ("*" if entry.manager else "") + (" (you)" if entry.id == caller else "")
         extras = [x for x, on in (("web", entry.web), ("send-only", entry.send_only)) if on]
@@ -109,12 +105,13 @@ def roster(registry: Registry, caller: str, costs: Mapping[str, str] | None = No
         if entry.state and entry.state != entry.status:  # the explained state says more
             status += f" [{entry.state}]"
         cost = (costs or {}).get(entry.id, "-")
-        rows.append((entry.id + marks, entry.name, entry.provider, status, cost, role))
+        cells = [entry.id + marks, entry.name, entry.provider, status, cost, role]
+        rows.append(tuple(clean(cell, lines=False) for cell in cells))
     widths = [max(len(row[i]) for row in rows) for i in range(5)]
     lines = [f"{registry.office}: manager {registry.manager} (*), you are {caller}"]
     for row in rows:
-        cells = [cell.ljust(width) for cell, width in zip(row[:5], widths, strict=True)]
-        lines.append("  ".join([*cells, row[5]]).rstrip())
+        padded = [cell.ljust(width) for cell, width in zip(row[:5], widths, strict=True)]
+        lines.append("  ".join([*padded, row[5]]).rstrip())
     # Why, for the states someone should act on (the office's sentence, cleaned).
     for entry in registry.agents:
         if entry.why and entry.state in ATTENTION:
@@ -145,7 +142,8 @@ def log_event(event: LogEvent, detail_width: int = PREVIEW_WIDTH) -> str:
     for extra in (event.reason, event.detail):
         if extra:
             parts.append(f"- {preview(extra, detail_width)}")
-    return f"{when}  {event.kind:<10}  {'  '.join(parts)}".rstrip()
+    # The log is a file in the hive: its lines are shown, never obeyed, whoever wrote them.
+    return clean(f"{when}  {event.kind:<10}  {'  '.join(parts)}".rstrip(), lines=False)
 
 
 def why_text(agent: str, detail: str | None) -> str:

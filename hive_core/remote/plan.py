@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hive_core.remote.ssh import remote_path_word
+from hive_core.text import stripped
 
 # The command is one argv string on both ends, and Linux takes at most 128 KiB in one
 # argv string (MAX_ARG_STRLEN): the whole command stays under COMMAND_MAX, and the files
@@ -248,7 +249,6 @@ def link_reason(log_text: str, fallback: str) -> str:
 # the -E log): "Connection to H closed by remote host.", "client_loop: send disconnect:
 # Broken pipe", "Timeout, server H not responding.".
 _LINK_WORDS = ("Connection to ", "client_loop:", "Timeout, server ", "Connection reset")
-_CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|[\x00-\x08\x0b-\x1f\x7f]")
 TAIL_BYTES = 512  # how much of a remote desk's last output is kept to find that line
 
 
@@ -256,7 +256,7 @@ def tail_reason(tail: bytes) -> str | None:
     """ssh's own line about a broken link at the end of the desk's output, if any."""
     text = tail.decode(errors="replace")
     for line in reversed(re.split(r"[\r\n]+", text)):
-        line = _CONTROL.sub("", line)
+        line = stripped(line, sequences=True)
         # From ssh's own words on: the shell's prompt may share the line.
         at = min((line.find(w) for w in _LINK_WORDS if w in line), default=-1)
         if at >= 0:

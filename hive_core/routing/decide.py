@@ -34,6 +34,7 @@ from hive_core.schema import (
     OfficeConfig,
     json_depth,
 )
+from hive_core.text import stripped
 
 _draft_decoder = msgspec.json.Decoder(Draft)
 
@@ -499,21 +500,18 @@ def moved_notice(msg_id: str, owner: str, folder: str, aside: str) -> Message:
 
 # --- text that reaches another agent ----------------------------------------------------
 
-# C0 and C1 controls and DEL; a body keeps tab and newline.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
-_BODY_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _LINE_BREAKS = re.compile("[\r\n\v\f\x85\u2028\u2029]+")
 
 
 def clean_line(text: str) -> str:
-    """One line, as a subject must be: line breaks become spaces, controls go."""
-    return _CONTROL.sub("", _LINE_BREAKS.sub(" ", text))
+    """One line, as a subject must be: line breaks become spaces, unsafe characters go."""
+    return stripped(_LINE_BREAKS.sub(" ", text), lines=False)
 
 
 def clean_text(text: str) -> str:
-    """A body: lines kept, control characters (escape sequences, carriage returns that
-    overwrite what a terminal shows) removed."""
-    return _BODY_CONTROL.sub("", text)
+    """A body: lines kept, what a terminal would obey (hive_core/text.py: escape
+    sequences' ESC, carriage returns that overwrite a line, bidi overrides) removed."""
+    return stripped(text)
 
 
 def display_name(name: str) -> str:
