@@ -96,12 +96,14 @@ class KeyLine(Widget):
     """
     armed: reactive[bool] = reactive(False)
 
-    def __init__(self, prefix: str, *, id: str | None = None) -> None:
+    def __init__(self, prefix: str, *, alt_digits: bool = True, id: str | None = None) -> None:
         super().__init__(id=id)
         self.prefix = prefix
+        self.alt_digits = alt_digits
 
     def render(self) -> Text:
-        return Text(key_line(self.prefix, self.size.width, armed=self.armed), no_wrap=True)
+        line = key_line(self.prefix, self.size.width, armed=self.armed, alt_digits=self.alt_digits)
+        return Text(line, no_wrap=True)
 
     def watch_armed(self, armed: bool) -> None:
         self.set_class(armed, "armed")
@@ -193,7 +195,7 @@ class HiveApp(App[None], inherit_bindings=False):
                 with TabPane("Memory", id="tab-memory"):
                     yield MemoryPanel(self._memory_search, self.link.paths, id="memory")
         yield Static("", id="health")
-        yield KeyLine(self.prefix_label, id="keys")
+        yield KeyLine(self.prefix_label, alt_digits=self.alt_digits, id="keys")
 
     async def on_mount(self) -> None:
         self.link.listen(self)
@@ -675,7 +677,7 @@ class HiveApp(App[None], inherit_bindings=False):
         pane.enter_copy_mode()
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen(self.prefix_label))
+        self.push_screen(HelpScreen(self.prefix_label, alt_digits=self.alt_digits))
 
     def action_diff(self) -> None:
         link = self.link

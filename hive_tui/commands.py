@@ -81,6 +81,14 @@ VIEW_COMMANDS: tuple[ViewCommand, ...] = (
 KEYED_ACTIONS: tuple[PersonAction, ...] = tuple(a for a in ACTIONS if a.key)
 # Not after the prefix: the app's only other keys (keys, key line label, help).
 DIRECT_KEYS = (("alt+1..9", "agent", "focus agent N (roster order)"),)
+
+
+def direct_keys(alt_digits: bool = True) -> tuple[tuple[str, str, str], ...]:
+    """DIRECT_KEYS as this office has them: office.toml's `alt_digits = false` leaves
+    alt+1..9 to the agent, so no screen lists them."""
+    return DIRECT_KEYS if alt_digits else ()
+
+
 ARMED_MARK = "…"
 
 
@@ -132,13 +140,14 @@ def key_items() -> list[KeyItem]:
 SEP = " · "
 
 
-def key_line(prefix: str, width: int, *, armed: bool = False) -> str:
+def key_line(prefix: str, width: int, *, armed: bool = False, alt_digits: bool = True) -> str:
     """The one line of keys at the bottom, at most `width` columns where it can be: the
     full form, or else `? help` and `q quit` and as many other entries as fit, in table
     order. Armed, it starts `ctrl+] …` and lists what the next key can be."""
     head = f" {prefix} {ARMED_MARK} " if armed else f" {prefix} then: "
     items = key_items()
-    tail = "   " + SEP.join(f"{k} {label}" for k, label, _ in DIRECT_KEYS)
+    direct = direct_keys(alt_digits)
+    tail = ("   " + SEP.join(f"{k} {label}" for k, label, _ in direct)) if direct else ""
 
     def line(shown: list[KeyItem], end: str) -> str:
         return head + SEP.join(item.text() for item in shown) + end

@@ -13,7 +13,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from hive_tui.commands import DIRECT_KEYS, help_rows
+from hive_tui.commands import direct_keys, help_rows
 
 
 def keys_grid(rows: list[tuple[str, str]], *, indent: int) -> Table:
@@ -36,9 +36,10 @@ class HelpScreen(ModalScreen[None]):
         Binding("escape,q,question_mark,enter", "dismiss", "close")
     ]
 
-    def __init__(self, prefix: str) -> None:
+    def __init__(self, prefix: str, *, alt_digits: bool = True) -> None:
         super().__init__()
         self.prefix = prefix
+        self.alt_digits = alt_digits
 
     def compose(self) -> ComposeResult:
         # Styled text and grids, not markup: `[` is a key (copy mode), and markup read the
@@ -51,7 +52,7 @@ class HelpScreen(ModalScreen[None]):
             "Every key goes to the focused agent's terminal (esc, ctrl+c, tab, shift+tab, "
             "ctrl+r, ctrl+b ... included), except:",
             "",
-            keys_grid([(keys, text) for keys, _, text in DIRECT_KEYS], indent=2),
+            keys_grid([(keys, text) for keys, _, text in direct_keys(self.alt_digits)], indent=2),
             Text.assemble("  ", (prefix, "bold"), " then one key (AGENT is the focused agent):"),
             keys_grid([*help_rows(), (prefix, f"send {prefix} itself to the agent")], indent=4),
             "",

@@ -132,6 +132,7 @@ async def test_the_key_line_is_whole_on_screen(size: tuple[int, int], short_tmp:
         static = body.query_one("Static")
         text = "\n".join(static.render_line(y).text for y in range(static.size.height))
         assert all(f"{key} " in text for key, _ in help_rows())
+        assert "alt+1..9" in text, "the app's one key outside the prefix"
         if size == (80, 24):
             assert body.max_scroll_y > 0
             await pilot.press("pagedown")

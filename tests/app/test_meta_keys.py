@@ -9,6 +9,7 @@ from pathlib import Path
 
 from hive_core.office import Office
 from hive_tui.app import HiveApp
+from hive_tui.screens.help import HelpScreen
 from tests.app.test_app import focused_pane, keys_of
 from tests.app.test_app_keys import _home, _ready
 from tests.support import until
@@ -28,3 +29,10 @@ async def test_alt_digits_off_leaves_alt_n_to_the_agent(short_tmp: Path) -> None
         assert focused_pane(app) == "michael"
         await pilot.press("ctrl+right_square_bracket", "2")
         assert focused_pane(app) == "jim"
+        # No screen offers the keys the app gave up: not the key line, not the help.
+        assert "alt+1..9" not in str(app.query_one("#keys").render())
+        await pilot.press("ctrl+right_square_bracket", "question_mark")
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen), "the help screen")
+        static = app.screen.query_one("#help").query_one("Static")
+        text = "\n".join(static.render_line(y).text for y in range(static.size.height))
+        assert "then one key" in text and "alt+1..9" not in text
