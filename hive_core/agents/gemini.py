@@ -1,47 +1,58 @@
-"""Google Gemini CLI: hooks and identity through a per-agent system settings file.
+"""Google Gemini CLI: hooks, login and identity through a per-agent GEMINI_CLI_HOME.
 
-Each agent runs with `GEMINI_CLI_SYSTEM_SETTINGS_PATH=<home>/agent-settings/gemini/<id>/
-settings.json`, so nothing is written to ~/.gemini or the user's repo. System settings
-take precedence over the user's and the project's; `hooks` arrays are concatenated
-across layers, so the user's own hooks still run. The office writes, at every start:
+Each agent runs with `GEMINI_CLI_HOME=<home>/agent-settings/gemini/<id>/`: Gemini takes
+that folder for the home directory it keeps `.gemini/` in, so nothing is written to the
+user's ~/.gemini or repo. The office writes, at every start:
 
-- `settings.json`: a command hook running cth-hook for SessionStart, BeforeAgent,
-  BeforeTool, AfterTool, AfterAgent, Notification and SessionEnd, hooks switched on,
-  and `context.includeDirectories` naming the folder below.
-- `context/GEMINI.md`: the identity and protocol digest. Gemini loads GEMINI.md files
-  from every workspace directory (includeDirectories among them) as instructional
-  context. GEMINI_SYSTEM_MD was not used: it replaces Gemini's whole system prompt.
+- `.gemini/settings.json` (Gemini's user settings layer): a command hook running
+  cth-hook for SessionStart, BeforeAgent, BeforeTool, AfterTool, AfterAgent,
+  Notification and SessionEnd, hooks switched on, `run_shell_command(hive)` allowed
+  without a confirmation, the update check off, and, when a key is in the desk's
+  environment, `security.auth.selectedType` for it (so Gemini's "How would you like to
+  authenticate" screen never shows). The office's keys replace their old values; every
+  other key Gemini wrote there (the person's sign-in choice, a model picked in /model)
+  is kept.
+- `.gemini/GEMINI.md`: the identity and protocol digest. Gemini loads the global
+  GEMINI.md of its home as context ahead of the project's own. GEMINI_SYSTEM_MD was not
+  used: it replaces Gemini's whole system prompt.
 
 The agent also gets `GEMINI_CLI_TRUST_WORKSPACE=true`: the roster put it in that folder,
-and an untrusted folder loads no workspace context (so no identity).
+and Gemini runs no settings hooks in an untrusted folder.
 
-Facts from Gemini CLI 0.61.0 (its bundled docs "Hooks reference", "Gemini CLI hooks",
-"Configuration", "System Prompt Override", "Provide context with GEMINI.md files",
-"Tools reference", and its code):
-- Hook stdin carries `session_id`, `cwd`, `hook_event_name`, `timestamp`, plus
-  `source` (SessionStart), `prompt` (BeforeAgent), `tool_name`/`tool_input` (tool
-  events), `stop_hook_active` (AfterAgent), `notification_type`/`message`
-  (Notification; "ToolPermission" is a permission prompt).
-- Replies: `{"decision": "deny", "reason"}` refuses a BeforeTool call (the reason goes
-  to the model as the tool's error) and, at AfterAgent, rejects the answer and sends
-  the reason as the next prompt; `hookSpecificOutput.additionalContext` is added at
-  SessionStart, BeforeAgent and AfterTool.
+Facts from Gemini CLI 0.61.0 (scripts/gemini-version; its bundle's code and
+tests/e2e/test_gemini_desk.py):
+- Hooks are read from the merged settings (system, user, workspace layers) and run only
+  in a trusted folder. Only the system layer is skipped unless root owns it and every
+  folder above it (google-gemini/gemini-cli PR #29115): a user layer in a per-agent
+  home runs for an ordinary user.
+- Hook stdin carries `session_id`, `transcript_path`, `cwd`, `hook_event_name`,
+  `timestamp`, plus `source` (SessionStart), `prompt` (BeforeAgent), `tool_name`/
+  `tool_input` (tool events), `stop_hook_active` (AfterAgent), `notification_type`/
+  `message` (Notification; "ToolPermission" is a permission prompt).
+- Replies: `{"decision": "deny", "reason"}` refuses a BeforeTool call (the model reads
+  "Tool execution blocked: <reason>" as the call's error) and, at AfterAgent, sends the
+  reason as the next prompt; `hookSpecificOutput.additionalContext` is added (as
+  `<hook_context>`) at SessionStart, BeforeAgent and AfterTool.
 - A hook command is one shell string. Settings values expand `${VAR}` from Gemini's own
   environment when loaded, while a hook's environment loses names matching SECRET,
   KEY, TOKEN... whenever variable redaction is on (a setting, or always under GitHub
   Actions). The command therefore names the office's variables as `${HIVE_*}`: their
   values are in the command Gemini builds, and never in the file.
+- `--session-id` starts a session under the office's id; `--resume <id>` continues it.
+- Each model answer is written to `.gemini/tmp/<project>/chats/session-*.jsonl` as a
+  `"type": "gemini"` line with its id, model and the API's usage (`tokens`: input
+  including cached, output, cached, thoughts, tool); the line is appended again when
+  its usage arrives or a tool call is added to it.
+- Without a key Gemini asks for a sign-in in the pane. A Google login is kept in the
+  system keychain when there is one (every desk of this user then finds it), else in
+  `.gemini/gemini-credentials.json` of that desk's own home (each desk signs in once).
 
 What Gemini does not offer:
-- Since google-gemini/gemini-cli PR #29115 a system settings file is skipped, with a
-  "Security Warning", unless the file and every folder above it are owned by root and
-  not writable by group or others. Checked on 0.61.0: a settings file owned by a user,
-  or anywhere under /tmp, is ignored. So for an office home owned by a normal user
-  these hooks do not run, and the agent is effectively hookless; a per-agent
-  GEMINI_CLI_HOME (a whole private ~/.gemini, login included) is the way around it.
 - Tools without a Claude Code counterpart (list_directory, read_many_files, MCP tools
   named `mcp_<server>_<tool>`, ...) keep their Gemini names, so rules keyed on Claude's
   names do not apply to them. Notification only reports permission prompts, never idle.
+- The person's own ~/.gemini (settings, extensions, commands) is not loaded by a desk:
+  its home is the office's. A project's `.gemini/settings.json` still is.
 """
 
 from __future__ import annotations
@@ -66,14 +77,18 @@ from hive_core.agents.provider import (
     program_argv,
     text_field,
 )
-from hive_core.fsio import READ_ONLY_MODE, atomic_write
+from hive_core.fsio import READ_ONLY_MODE, UnsafeFile, atomic_write, read_regular
 from hive_core.paths import HivePaths
 from hive_core.schema import AgentSpec
+from hive_core.usage import LineParser, Tokens, UsageRecord, UsageSource
 
 # Milliseconds Gemini waits for one hook; the shim gives up well before this.
 HOOK_TIMEOUT_MS = 10_000
 HOOK_NAME = "hive-office"
-SETTINGS_PATH_VAR = "GEMINI_CLI_SYSTEM_SETTINGS_PATH"
+HOME_VAR = "GEMINI_CLI_HOME"
+# Gemini's settings file is small; a bigger one is not the one Gemini wrote.
+SETTINGS_MAX = 1024 * 1024
+NPM_PACKAGE = "@google/gemini-cli"
 
 # Gemini's hook events the office listens to, and the office event each one is.
 EVENTS: dict[str, EventName] = {
@@ -103,9 +118,18 @@ NOTIFICATIONS = {"ToolPermission": "permission_prompt"}
 _CONTEXT_EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse")
 # Spelled out in the hook command so they survive Gemini's environment redaction.
 _FORWARDED = ("HIVE_HOME", "HIVE_AGENT_ID", "HIVE_SECRET", "HIVE_SOCKET")
+# The `hive` CLI is how agents coordinate: it never waits on a confirmation.
+ALLOWED_TOOLS = ["run_shell_command(hive)"]
+# A key in the desk's environment and the auth type that uses it (Gemini's AuthType),
+# first match wins as in Gemini's own getAuthTypeFromEnv.
+AUTH_TYPES = (
+    ("GOOGLE_GENAI_USE_VERTEXAI", "vertex-ai"),
+    ("GEMINI_API_KEY", "gemini-api-key"),
+)
 
 
-def settings_dir(paths: HivePaths, agent_id: str) -> Path:
+def gemini_home(paths: HivePaths, agent_id: str) -> Path:
+    """The agent's GEMINI_CLI_HOME; Gemini keeps its files in `.gemini/` below it."""
     return paths.provider_home("gemini", agent_id)
 
 
@@ -114,18 +138,58 @@ def hook_shell_command(hook_command: list[str]) -> str:
     return f"{prefix} {shlex.join(hook_command)}"
 
 
-def settings_for(hook_command: list[str], context_dir: Path) -> dict[str, Any]:
+def auth_type(env: Mapping[str, str]) -> str | None:
+    """The sign-in Gemini uses without asking, from the desk's environment; None: the
+    environment holds none (Gemini keeps the person's answer from its own screen)."""
+    for name, kind in AUTH_TYPES:
+        value = env.get(name, "")
+        if value if name != "GOOGLE_GENAI_USE_VERTEXAI" else value.lower() == "true":
+            return kind
+    return None
+
+
+def office_settings(hook_command: list[str], env: Mapping[str, str]) -> dict[str, Any]:
+    """The keys of Gemini's settings the office owns, nested as in the file."""
     hook = {
         "name": HOOK_NAME,
         "type": "command",
         "command": hook_shell_command(hook_command),
         "timeout": HOOK_TIMEOUT_MS,
     }
-    return {
+    settings: dict[str, Any] = {
         "hooksConfig": {"enabled": True},
         "hooks": {event: [{"hooks": [hook]}] for event in EVENTS},
-        "context": {"includeDirectories": [str(context_dir)]},
+        "tools": {"allowed": ALLOWED_TOOLS},
+        # The office pins the CLI: no update check, no nag in the pane.
+        "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
     }
+    kind = auth_type(env)
+    if kind is not None:
+        settings["security"] = {"auth": {"selectedType": kind}}
+    return settings
+
+
+def merge_settings(kept: Mapping[str, Any], office: Mapping[str, Any]) -> dict[str, Any]:
+    """`kept` (what Gemini wrote) with the office's keys laid over it: objects merge
+    key by key, anything else the office names replaces the old value."""
+    merged = dict(kept)
+    for key, value in office.items():
+        old = merged.get(key)
+        if isinstance(value, dict) and isinstance(old, dict) and key != "hooks":
+            merged[key] = merge_settings(old, value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def read_settings(path: Path) -> dict[str, Any]:
+    """The settings Gemini last wrote; empty when absent or not a JSON object."""
+    try:
+        raw = read_regular(path, SETTINGS_MAX, follow=False)
+        found = msgspec.json.decode(raw)
+    except (OSError, UnsafeFile, msgspec.DecodeError, RecursionError):
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
 class GeminiProvider:
@@ -136,30 +200,42 @@ class GeminiProvider:
         return agent.command[0] if agent.command else "gemini"
 
     def install_hint(self, *, here: bool = True) -> str:
-        return "Install Gemini CLI with `npm install -g @google/gemini-cli`."
+        # Imported here: claude's module loads cth_hook and the policy.
+        from hive_core.agents.claude import CHECKOUT
+
+        setup = CHECKOUT / "scripts" / "setup"
+        if here and setup.is_file():
+            return (
+                f"Run {setup} (it puts the pinned Gemini CLI in .venv/bin), or install it "
+                f"with `npm install -g {NPM_PACKAGE}`."
+            )
+        return f"Install Gemini CLI with `npm install -g {NPM_PACKAGE}`."
 
     def start_hint(self) -> str:
-        return "Log in with `gemini` once, or set GEMINI_API_KEY."
+        return (
+            "Set GEMINI_API_KEY (in the environment or the desk's `env` in office.toml), "
+            "or sign in once in its pane."
+        )
 
     def prepare(self, ctx: LaunchContext) -> Launch:
-        folder = settings_dir(ctx.paths, ctx.agent.id)
-        context_dir = folder / "context"
-        context_dir.mkdir(parents=True, exist_ok=True)
-        # Read-only on disk: no agent needs to change what the office tells its CLI.
-        atomic_write(context_dir / "GEMINI.md", ctx.system_prompt.encode(), mode=READ_ONLY_MODE)
-        settings = settings_for(ctx.hook_command, context_dir)
-        atomic_write(
-            folder / "settings.json",
-            msgspec.json.format(msgspec.json.encode(settings)),
-            mode=READ_ONLY_MODE,
-        )
+        home = gemini_home(ctx.paths, ctx.agent.id)
+        folder = home / ".gemini"
+        folder.mkdir(parents=True, exist_ok=True)
         env = office_env(ctx)
-        env[SETTINGS_PATH_VAR] = str(folder / "settings.json")
+        # Read-only on disk: no agent needs to change what the office tells its CLI.
+        atomic_write(folder / "GEMINI.md", ctx.system_prompt.encode(), mode=READ_ONLY_MODE)
+        # Not read-only: Gemini records the person's choices (sign-in, model) there.
+        path = folder / "settings.json"
+        settings = merge_settings(read_settings(path), office_settings(ctx.hook_command, env))
+        atomic_write(path, msgspec.json.format(msgspec.json.encode(settings)))
+        env[HOME_VAR] = str(home)
         env["GEMINI_CLI_TRUST_WORKSPACE"] = "true"
         argv = program_argv(ctx.agent, self.executable(ctx.agent), env)
         argv += ["--resume", ctx.session_id] if ctx.resume else ["--session-id", ctx.session_id]
         if ctx.agent.model:
             argv += ["--model", ctx.agent.model]
+        if ctx.first_prompt:
+            argv += ["--prompt-interactive", ctx.first_prompt]
         return Launch(argv=argv, env=env, cwd=agent_cwd(ctx.agent))
 
     def canonical(self, raw: dict[str, Any]) -> CanonicalEvent | None:
@@ -188,9 +264,9 @@ class GeminiProvider:
 
     def usage_source(
         self, agent: AgentSpec, paths: HivePaths, env: Mapping[str, str], sessions: Sequence[str]
-    ) -> None:
-        """Gemini CLI's usage records are not read (yet): its cost is not shown."""
-        return None
+    ) -> UsageSource:
+        """The chat records under the agent's own GEMINI_CLI_HOME: all of them are its."""
+        return UsageSource(files=gemini_files(gemini_home(paths, agent.id)), parser=gemini_parser)
 
     def render(self, event: CanonicalEvent, decision: HookDecision) -> HookAnswer:
         output: dict[str, Any] | None = None
@@ -206,3 +282,53 @@ class GeminiProvider:
         if output is None:
             return HookAnswer()
         return HookAnswer(stdout=msgspec.json.encode(output).decode())
+
+
+# --- usage: <GEMINI_CLI_HOME>/.gemini/tmp/<project>/chats/session-*.jsonl -------------------
+
+
+class _GeminiTokens(msgspec.Struct):
+    input: int = 0
+    output: int = 0
+    cached: int = 0
+    thoughts: int = 0
+    tool: int = 0
+
+
+class _GeminiLine(msgspec.Struct):
+    type: str = ""
+    id: str = ""
+    timestamp: str = ""
+    model: str = ""
+    tokens: _GeminiTokens | None = None
+
+
+_gemini_line = msgspec.json.Decoder(_GeminiLine)
+
+
+def gemini_line(line: bytes) -> UsageRecord | None:
+    """A model answer's usage. `input` counts the cached prompt too (the API's
+    promptTokenCount), thoughts are billed as output; the message id is the key, so an
+    answer appended again (its usage, its tool calls) counts once."""
+    if b'"tokens"' not in line:
+        return None
+    try:
+        parsed = _gemini_line.decode(line)
+    except msgspec.DecodeError:
+        return None
+    t = parsed.tokens
+    if parsed.type != "gemini" or t is None or not parsed.id:
+        return None
+    cached = min(t.cached, t.input)
+    tokens = Tokens(
+        input=t.input - cached + t.tool, output=t.output + t.thoughts, cache_read=cached
+    )
+    return UsageRecord(key=parsed.id, ts=parsed.timestamp, model=parsed.model, tokens=tokens)
+
+
+def gemini_parser(_path: Path) -> LineParser:
+    return gemini_line
+
+
+def gemini_files(home: Path) -> list[Path]:
+    return sorted((home / ".gemini" / "tmp").glob("*/chats/session-*.jsonl"))

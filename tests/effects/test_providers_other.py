@@ -1,11 +1,13 @@
 """codex, gemini and shell providers: generated configuration against each CLI's documented format.
 
 The payloads below are the documented shapes (Codex's: captured from codex 0.171.0 running
-a generated CODEX_HOME; Gemini's: its "Hooks reference" for 0.61.0).
+a generated CODEX_HOME; Gemini's: its "Hooks reference" for 0.61.0, and its chat records
+as gemini 0.61.0 wrote them against the scripted Gemini API).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -20,7 +22,13 @@ from uuid import uuid4
 import pytest
 
 from hive_core.agents.codex import BYPASS_HOOK_TRUST, CodexProvider, codex_home
-from hive_core.agents.gemini import GeminiProvider, hook_shell_command, settings_dir
+from hive_core.agents.gemini import (
+    GeminiProvider,
+    gemini_files,
+    gemini_home,
+    gemini_line,
+    hook_shell_command,
+)
 from hive_core.agents.provider import (
     CanonicalEvent,
     EventName,
@@ -297,9 +305,8 @@ GEMINI_HOOK_FIELDS = {"type": str, "command": str, "name": str, "timeout": int, 
 
 
 def gemini_settings(ctx: LaunchContext) -> dict[str, Any]:
-    settings: dict[str, Any] = json.loads(
-        (settings_dir(ctx.paths, "jim") / "settings.json").read_text()
-    )
+    path = gemini_home(ctx.paths, "jim") / ".gemini" / "settings.json"
+    settings: dict[str, Any] = json.loads(path.read_text())
     return settings
 
 
@@ -307,8 +314,10 @@ def test_gemini_settings_follow_the_hooks_reference(tmp_path: Path) -> None:
     ctx = make_ctx(tmp_path, "gemini")
     GeminiProvider().prepare(ctx)
     settings = gemini_settings(ctx)
-    assert set(settings) == {"hooksConfig", "hooks", "context"}
+    assert set(settings) == {"hooksConfig", "hooks", "tools", "general"}
     assert settings["hooksConfig"] == {"enabled": True}
+    assert settings["tools"] == {"allowed": ["run_shell_command(hive)"]}
+    assert settings["general"] == {"enableAutoUpdate": False, "enableAutoUpdateNotification": False}
     assert set(settings["hooks"]) == {
         "SessionStart",
         "BeforeAgent",
@@ -331,21 +340,72 @@ def test_gemini_settings_follow_the_hooks_reference(tmp_path: Path) -> None:
                 assert hook["command"] == hook_shell_command(HOOK_COMMAND)
 
 
-def test_gemini_identity_is_a_context_file_in_an_included_directory(tmp_path: Path) -> None:
+def test_gemini_identity_is_the_global_context_file_of_its_home(tmp_path: Path) -> None:
     ctx = make_ctx(tmp_path, "gemini")
     GeminiProvider().prepare(ctx)
-    context_dir = settings_dir(ctx.paths, "jim") / "context"
-    assert gemini_settings(ctx)["context"] == {"includeDirectories": [str(context_dir)]}
-    assert (context_dir / "GEMINI.md").read_text() == "You are Jim."
+    identity = gemini_home(ctx.paths, "jim") / ".gemini" / "GEMINI.md"
+    assert identity.read_text() == "You are Jim."
+    assert identity.stat().st_mode & 0o777 == 0o400
+
+
+@pytest.mark.parametrize(
+    ("env", "selected"),
+    [
+        ({"GEMINI_API_KEY": "k"}, "gemini-api-key"),
+        ({"GOOGLE_GENAI_USE_VERTEXAI": "true", "GOOGLE_API_KEY": "k"}, "vertex-ai"),
+        ({"GOOGLE_GENAI_USE_VERTEXAI": "false", "GEMINI_API_KEY": "k"}, "gemini-api-key"),
+        ({"GEMINI_API_KEY": ""}, None),
+        ({}, None),
+    ],
+)
+def test_a_key_in_the_desks_env_selects_its_sign_in(
+    tmp_path: Path, env: dict[str, str], selected: str | None
+) -> None:
+    ctx = make_ctx(tmp_path, "gemini", env=env)
+    GeminiProvider().prepare(ctx)
+    security = gemini_settings(ctx).get("security")
+    assert security == ({"auth": {"selectedType": selected}} if selected else None)
+
+
+def test_what_gemini_wrote_in_its_settings_is_kept_and_the_office_keys_renewed(
+    tmp_path: Path,
+) -> None:
+    ctx = make_ctx(tmp_path, "gemini")
+    GeminiProvider().prepare(ctx)
+    path = gemini_home(ctx.paths, "jim") / ".gemini" / "settings.json"
+    # The person signed in with Google in the pane and picked a model; an agent
+    # switched its hooks off and added one of its own.
+    written = json.loads(path.read_text())
+    written["security"] = {"auth": {"selectedType": "oauth-personal"}}
+    written["model"] = {"name": "gemini-2.5-pro"}
+    written["hooksConfig"] = {"enabled": False, "notifications": True}
+    written["hooks"] = {"BeforeTool": [{"hooks": [{"type": "command", "command": "true"}]}]}
+    path.write_text(json.dumps(written))
+    GeminiProvider().prepare(ctx)
+    again = gemini_settings(ctx)
+    assert again["security"] == {"auth": {"selectedType": "oauth-personal"}}
+    assert again["model"] == {"name": "gemini-2.5-pro"}
+    assert again["hooksConfig"] == {"enabled": True, "notifications": True}
+    assert len(again["hooks"]) == 7 and "true" not in json.dumps(again["hooks"])
+    # A key in the environment wins over a stored choice.
+    keyed = make_ctx(tmp_path, "gemini", env={"GEMINI_API_KEY": "k"})
+    GeminiProvider().prepare(keyed)
+    assert gemini_settings(keyed)["security"] == {"auth": {"selectedType": "gemini-api-key"}}
+    # A settings file that is not Gemini's JSON is replaced by the office's keys alone.
+    path.write_text("{not json")
+    GeminiProvider().prepare(ctx)
+    assert gemini_settings(ctx)["hooksConfig"] == {"enabled": True}
 
 
 def test_gemini_launch_env_and_argv(tmp_path: Path) -> None:
     ctx = make_ctx(tmp_path, "gemini")
     before = files_under(tmp_path)
     launch = GeminiProvider().prepare(ctx)
-    folder = tmp_path / "home" / "agent-settings" / "gemini" / "jim"
     assert_office_env(launch.env, ctx)
-    assert launch.env["GEMINI_CLI_SYSTEM_SETTINGS_PATH"] == str(folder / "settings.json")
+    assert launch.env["GEMINI_CLI_HOME"] == str(
+        tmp_path / "home" / "agent-settings" / "gemini" / "jim"
+    )
+    assert "GEMINI_CLI_SYSTEM_SETTINGS_PATH" not in launch.env
     assert launch.env["GEMINI_CLI_TRUST_WORKSPACE"] == "true"
     assert Path(launch.argv[0]).name == "gemini"
     assert launch.argv[1:] == ["--session-id", ctx.session_id]
@@ -353,10 +413,54 @@ def test_gemini_launch_env_and_argv(tmp_path: Path) -> None:
     assert_only_office_home_written(tmp_path, before)
 
 
-def test_gemini_resume_and_model(tmp_path: Path) -> None:
+def test_gemini_resume_model_and_first_prompt(tmp_path: Path) -> None:
     ctx = make_ctx(tmp_path, "gemini", resume=True, model="gemini-2.5-pro", command=["/opt/gemini"])
     launch = GeminiProvider().prepare(ctx)
     assert launch.argv == ["/opt/gemini", "--resume", ctx.session_id, "--model", "gemini-2.5-pro"]
+    first = dataclasses.replace(make_ctx(tmp_path, "gemini"), first_prompt="Read your mail.")
+    argv = GeminiProvider().prepare(first).argv
+    assert argv[-2:] == ["--prompt-interactive", "Read your mail."]
+
+
+# Lines as gemini 0.61.0 wrote them into .gemini/tmp/<project>/chats/session-*.jsonl
+# against the scripted Gemini API (usageMetadata: 1200 prompt of which 200 cached, 30
+# output, 5 thoughts): the answer is appended again once its tool call is recorded.
+GEMINI_CHAT = [
+    b'{"sessionId":"5f0c","projectHash":"dec1","startTime":"2026-12-05T16:27:14.638Z","kind":"main"}',
+    b'{"id":"e4ec","timestamp":"2026-12-05T16:27:14.776Z","type":"user","content":[{"text":"hi"}]}',
+    b'{"id":"3c98","timestamp":"2026-12-05T16:27:14.852Z","type":"gemini","content":"On it.",'
+    b'"thoughts":[],"tokens":{"input":1200,"output":30,"cached":200,"thoughts":5,"tool":0,'
+    b'"total":1235},"model":"gemini-3-flash"}',
+    b'{"$set":{"lastUpdated":"2026-12-05T16:27:14.852Z"}}',
+    b'{"id":"3c98","timestamp":"2026-12-05T16:27:14.852Z","type":"gemini","content":"On it.",'
+    b'"toolCalls":[{"id":"t1","name":"run_shell_command"}],"tokens":{"input":1200,"output":30,'
+    b'"cached":200,"thoughts":5,"tool":0,"total":1235},"model":"gemini-3-flash"}',
+    b'{"id":"77aa","timestamp":"2026-12-05T16:27:15.001Z","type":"gemini","content":"Done.",'
+    b'"model":"gemini-3-flash"}',
+]
+
+
+def test_gemini_usage_is_read_from_its_chat_records(tmp_path: Path) -> None:
+    records = [r for r in map(gemini_line, GEMINI_CHAT) if r is not None]
+    assert {r.key for r in records} == {"3c98"}  # one answer, however often written
+    record = records[-1]
+    assert record.model == "gemini-3-flash" and record.ts == "2026-12-05T16:27:14.852Z"
+    assert (record.tokens.input, record.tokens.cache_read, record.tokens.output) == (1000, 200, 35)
+    assert gemini_line(b'{"type":"gemini","id":"x","tokens":') is None
+    # Every chat of the agent's own home is its, whatever the project.
+    ctx = make_ctx(tmp_path, "gemini")
+    home = gemini_home(ctx.paths, "jim")
+    chats = [
+        home / ".gemini/tmp/repo/chats/session-a.jsonl",
+        home / ".gemini/tmp/x/chats/session-b.jsonl",
+    ]
+    for chat in chats:
+        chat.parent.mkdir(parents=True)
+        chat.write_bytes(b"\n".join(GEMINI_CHAT) + b"\n")
+    (home / ".gemini/tmp/repo/logs.json").write_text("[]")
+    assert gemini_files(home) == sorted(chats)
+    source = GeminiProvider().usage_source(ctx.agent, ctx.paths, {}, [])
+    assert source.files == sorted(chats) and source.parser(chats[0]) is gemini_line
 
 
 def _gemini_expand(command: str, env: dict[str, str]) -> str:

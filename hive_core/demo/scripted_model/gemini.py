@@ -1,0 +1,363 @@
+"""A scripted Gemini API (generateContent) on 127.0.0.1, for tests and the bench.
+
+The same `Scenario` as the Anthropic stand-in, spoken as Gemini CLI 0.61 speaks to
+`GOOGLE_GEMINI_BASE_URL`: `POST /v1beta/models/<model>:streamGenerateContent?alt=sse`
+for the agent's conversation (a request carrying `tools`), answered as server-sent
+events whose chunks hold `candidates[0].content.parts` (text, then `functionCall`
+parts) and, on the last one, `finishReason` and `usageMetadata`;
+`POST .../<model>:generateContent` for the CLI's side questions (the model router's
+classifier, the next-speaker check), answered with JSON that fits the request's
+`responseJsonSchema`. Every request is recorded, as `RecordedRequest`s.
+
+Scenario predicates here read Gemini's request shape (`contents`, `parts`,
+`functionResponse`); `ToolUse` names Gemini's own tools (`shell` builds a
+run_shell_command call).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+
+import msgspec
+
+from hive_core.demo.scripted_model.scenario import (
+    Predicate,
+    Request,
+    Scenario,
+    Text,
+    ToolUse,
+    Turn,
+)
+from hive_core.demo.scripted_model.server import Kind, RecordedRequest
+
+# Tokens the stand-in reports per call (usageMetadata): fixed, so a test can tell the
+# CLI's own records of them from anything estimated.
+PROMPT_TOKENS = 1200
+CACHED_TOKENS = 200
+OUTPUT_TOKENS = 30
+THOUGHT_TOKENS = 5
+
+
+def shell(command: str, description: str = "scripted command") -> ToolUse:
+    """A run_shell_command call as Gemini CLI's shell tool expects it."""
+    return ToolUse("run_shell_command", {"command": command, "description": description})
+
+
+# --- predicates over Gemini requests ------------------------------------------------------
+
+
+def last_user_parts(request: Request) -> list[dict[str, Any]]:
+    """The parts of the last user turn (a prompt, or the answers to function calls)."""
+    for content in reversed(request.get("contents") or []):
+        if isinstance(content, dict) and content.get("role") == "user":
+            return [p for p in content.get("parts") or [] if isinstance(p, dict)]
+    return []
+
+
+def last_user_texts(request: Request) -> list[str]:
+    """Every text in the last user turn: plain text parts and each function response
+    (as JSON: the tool's output or error is in there)."""
+    texts = []
+    for part in last_user_parts(request):
+        if isinstance(part.get("text"), str):
+            texts.append(part["text"])
+        elif isinstance(part.get("functionResponse"), dict):
+            texts.append(json.dumps(part["functionResponse"], ensure_ascii=False))
+    return texts
+
+
+def user_says(needle: str) -> Predicate:
+    return lambda request: any(needle in text for text in last_user_texts(request))
+
+
+def function_responses(request: Request) -> list[dict[str, Any]]:
+    """The function responses in the last user turn: {name, response, id?} each."""
+    return [
+        p["functionResponse"]
+        for p in last_user_parts(request)
+        if isinstance(p.get("functionResponse"), dict)
+    ]
+
+
+def has_tool_result() -> Predicate:
+    return lambda request: bool(function_responses(request))
+
+
+def tool_result_says(needle: str) -> Predicate:
+    return lambda request: any(
+        needle in json.dumps(r, ensure_ascii=False) for r in function_responses(request)
+    )
+
+
+def all_texts(request: Request) -> str:
+    """Everything the request tells the model (system instruction and every turn), as
+    one string to search."""
+    return json.dumps(
+        [request.get("systemInstruction"), request.get("contents")], ensure_ascii=False
+    )
+
+
+# --- wire shapes ---------------------------------------------------------------------
+
+
+def _parts(turn: Turn) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = []
+    for block in turn.blocks:
+        if isinstance(block, Text):
+            mid = len(block.text) // 2
+            # Two chunks per text, so a client that keeps only one is caught.
+            parts += [{"text": t} for t in (block.text[:mid], block.text[mid:]) if t]
+        else:
+            parts.append({"functionCall": {"name": block.name, "args": block.input}})
+    return parts
+
+
+def usage_metadata() -> dict[str, int]:
+    return {
+        "promptTokenCount": PROMPT_TOKENS,
+        "cachedContentTokenCount": CACHED_TOKENS,
+        "candidatesTokenCount": OUTPUT_TOKENS,
+        "thoughtsTokenCount": THOUGHT_TOKENS,
+        "totalTokenCount": PROMPT_TOKENS + OUTPUT_TOKENS + THOUGHT_TOKENS,
+    }
+
+
+def stream_chunks(turn: Turn, model: str) -> list[dict[str, Any]]:
+    """The SSE chunks of one scripted turn: one part per chunk, the last one carrying
+    the finish reason and the call's usage, as the API sends them."""
+    parts = _parts(turn) or [{"text": ""}]
+    chunks = []
+    for i, part in enumerate(parts):
+        candidate: dict[str, Any] = {"content": {"role": "model", "parts": [part]}, "index": 0}
+        chunk: dict[str, Any] = {"candidates": [candidate], "modelVersion": model}
+        if i == len(parts) - 1:
+            candidate["finishReason"] = "STOP"
+            chunk["usageMetadata"] = usage_metadata()
+        chunks.append(chunk)
+    return chunks
+
+
+def encode_sse(chunks: list[dict[str, Any]]) -> bytes:
+    return b"".join(b"data: %s\r\n\r\n" % msgspec.json.encode(c) for c in chunks)
+
+
+def fill_schema(schema: Any) -> Any:
+    """A value matching a response schema (Gemini's OBJECT/STRING/... or JSON Schema's
+    lower-case types): every required property present, enums take "user" when offered
+    (the next-speaker check then hands the turn back), numbers are 1."""
+    if not isinstance(schema, dict):
+        return ""
+    kind = str(schema.get("type") or "").lower()
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        choices = schema["enum"]
+        return "user" if "user" in choices else choices[0]
+    if kind == "object":
+        props = schema.get("properties") or {}
+        return {name: fill_schema(props.get(name)) for name in schema.get("required") or props}
+    if kind == "array":
+        return []
+    if kind in ("integer", "number"):
+        return 1
+    if kind == "boolean":
+        return False
+    return "scripted"
+
+
+def side_answer(request: Request) -> dict[str, Any]:
+    config = request.get("generationConfig") or {}
+    schema = config.get("responseJsonSchema") or config.get("responseSchema")
+    text = json.dumps(fill_schema(schema)) if schema else "Scripted session"
+    return {
+        "candidates": [
+            {"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP"}
+        ],
+        "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 1, "totalTokenCount": 11},
+    }
+
+
+# --- the server ----------------------------------------------------------------------
+
+
+class ScriptedGemini:
+    """The scripted Gemini API. `start()` returns the base URL to put in
+    GOOGLE_GEMINI_BASE_URL; `requests` holds every request seen, oldest first."""
+
+    def __init__(self, scenario: Scenario) -> None:
+        self.scenario = scenario
+        self._requests: list[RecordedRequest] = []
+        self._changed = threading.Condition()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        with self._changed:
+            return list(self._requests)
+
+    @property
+    def main_requests(self) -> list[RecordedRequest]:
+        return [r for r in self.requests if r.kind == "main"]
+
+    @property
+    def base_url(self) -> str:
+        if self._server is None:
+            raise RuntimeError("ScriptedGemini is not started")
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def start(self) -> str:
+        if self._server is not None:
+            return self.base_url
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="scripted-gemini",
+            daemon=True,
+        )
+        self._thread.start()
+        return self.base_url
+
+    def stop(self) -> None:
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.shutdown()
+        server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> ScriptedGemini:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def wait_for(
+        self, predicate: Callable[[RecordedRequest], bool], timeout: float = 60.0
+    ) -> RecordedRequest:
+        """The first recorded request (past or future) satisfying `predicate`; raises
+        TimeoutError after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                for request in self._requests:
+                    if predicate(request):
+                        return request
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError(
+                        f"no matching request within {timeout} s; "
+                        f"saw {[(r.method, r.path, r.kind, r.turn) for r in self._requests]}"
+                    )
+                self._changed.wait(remaining)
+
+    def _record(self, request: RecordedRequest) -> None:
+        with self._changed:
+            self._requests.append(request)
+            self._changed.notify_all()
+
+
+def _model_of(path: str) -> str:
+    # /v1beta/models/<model>:<method>?...
+    name = path.split("?", 1)[0].rsplit("/", 1)[-1]
+    return name.split(":", 1)[0] or "gemini-scripted"
+
+
+def _handler_for(model: ScriptedGemini) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+        def do_GET(self) -> None:
+            self._record(None, "other", None)
+            self._send_json(200, b"{}")
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            try:
+                body: Any = msgspec.json.decode(raw) if raw else None
+            except msgspec.DecodeError:
+                body = None
+            path = self.path.split("?", 1)[0]
+            if not isinstance(body, dict):
+                self._record(body, "other", None)
+                self._send_json(200, b"{}")
+            elif path.endswith(":streamGenerateContent") and body.get("tools"):
+                self._main(body)
+            elif path.endswith((":generateContent", ":streamGenerateContent")):
+                self._record(body, "side", None)
+                answer = side_answer(body)
+                if path.endswith(":streamGenerateContent"):
+                    self._send_sse(encode_sse([answer]))
+                else:
+                    self._send_json(200, msgspec.json.encode(answer))
+            elif path.endswith(":countTokens"):
+                self._record(body, "other", None)
+                self._send_json(200, b'{"totalTokens": 100}')
+            else:
+                self._record(body, "other", None)
+                self._send_json(200, b"{}")
+
+        def _main(self, body: Request) -> None:
+            turn, index = model.scenario.respond(body)
+            self._record(body, "main", index)
+            if turn.delay:
+                time.sleep(turn.delay)
+            if turn.error is not None:
+                error = {
+                    "error": {
+                        "code": turn.error.status,
+                        "message": turn.error.message,
+                        "status": "RESOURCE_EXHAUSTED",
+                    }
+                }
+                self._send_json(turn.error.status, msgspec.json.encode(error))
+                return
+            self._send_sse(encode_sse(stream_chunks(turn, _model_of(self.path))))
+
+        def _send_sse(self, payload: bytes) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def _send_json(self, status: int, payload: bytes) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def _record(self, body: Any, kind: Kind, turn: int | None) -> None:
+            model._record(
+                RecordedRequest(
+                    method=self.command,
+                    path=self.path,
+                    headers={k.lower(): v for k, v in self.headers.items()},
+                    body=body,
+                    kind=kind,
+                    turn=turn,
+                    at=time.time(),
+                )
+            )
+
+    return Handler
