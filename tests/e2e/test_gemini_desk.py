@@ -1,0 +1,414 @@
+"""A gemini desk for real: the pinned Gemini CLI (scripts/gemini-version) in a real
+`hive-office serve`, against the scripted Gemini API on 127.0.0.1 (its
+streamGenerateContent speaks the real SSE protocol and records what Gemini sent).
+
+The office is a shell manager (michael, hookless) and jim, a gemini desk whose roster
+`env` holds GEMINI_API_KEY and GOOGLE_GEMINI_BASE_URL. What is pinned here: the desk
+starts into a session with no sign-in screen and its hooks (written to the user settings
+of its own GEMINI_CLI_HOME) reach the office; mail that arrives mid-turn is drained at
+AfterAgent and answered with `hive reply`; an idle desk is woken once; the office's
+refusals (a locked file, a leased path, the network) reach the model as the tool's
+error; a restart resumes the session; and `hive-office cost` reads Gemini's own records.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hive_core.demo.scripted_model import Scenario, Turn, turn
+from hive_core.demo.scripted_model.gemini import (
+    CACHED_TOKENS,
+    OUTPUT_TOKENS,
+    PROMPT_TOKENS,
+    THOUGHT_TOKENS,
+    ScriptedGemini,
+    all_texts,
+    function_responses,
+    has_tool_result,
+    last_user_texts,
+    shell,
+    user_says,
+)
+from hive_core.demo.scripted_model.server import RecordedRequest
+from tests.support import wait_for
+
+BIN = Path(sys.executable).parent
+GEMINI = shutil.which("gemini", path=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+API_KEY = "AIza-scripted-0123456789abcdefghijkl"
+SIGN_IN = "How would you like to authenticate"
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(GEMINI is None, reason="gemini CLI not found (run scripts/setup)"),
+]
+
+
+@dataclass
+class GeminiFloor:
+    root: Path
+    home: Path
+    project: Path
+    model: ScriptedGemini
+    env: dict[str, str]
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    # --- the office -----------------------------------------------------------------
+
+    def serve(self) -> None:
+        """Start `hive-office serve` and wait for jim's SessionStart."""
+        log = (self.root / "serve.log").open("ab")
+        self.procs.append(
+            subprocess.Popen(
+                [str(BIN / "hive-office"), "serve", "--home", str(self.home)],
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        )
+        wait_for(
+            lambda: self.jim().get("session_id") and self.jim().get("status") == "idle",
+            "jim's SessionStart",
+            timeout=90,
+        )
+
+    def stop(self) -> None:
+        """Stop the office as the person does (SIGTERM), and wait for it."""
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+
+    def registry(self) -> dict[str, dict[str, Any]]:
+        try:
+            data = json.loads((self.home / "hive" / "registry.json").read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            return {}
+        return {a["id"]: a for a in data["agents"]}
+
+    def jim(self) -> dict[str, Any]:
+        return self.registry().get("jim", {})
+
+    def run(self, *args: str, agent: str | None = None) -> subprocess.CompletedProcess[str]:
+        env = {**self.env, "HIVE_HOME": str(self.home)}
+        if agent:
+            env["HIVE_AGENT_ID"] = agent
+        result = subprocess.run(
+            [str(BIN / args[0]), *args[1:]], env=env, capture_output=True, text=True, timeout=60
+        )
+        assert result.returncode == 0, result.stderr
+        return result
+
+    def type(self, text: str) -> None:
+        self.run("hive-office", "type", "--home", str(self.home), "jim", text)
+
+    def why(self) -> dict[str, Any]:
+        out = self.run("hive-office", "why", "--home", str(self.home), "jim", "--json").stdout
+        data: dict[str, Any] = json.loads(out)
+        return data
+
+    def log(self) -> list[str]:
+        lines = (self.home / "hive" / "log.jsonl").read_text().splitlines()
+        return [e["detail"] for e in map(json.loads, lines) if e.get("agent") == "jim"]
+
+    def inbox(self, who: str) -> list[dict[str, Any]]:
+        folder = self.home / "hive" / ("human" if who == "human" else f"agents/{who}") / "inbox"
+        return [json.loads(p.read_text()) for p in sorted(folder.glob("2*.json"))]
+
+    def mail_jim(self, subject: str) -> str:
+        """A message from the person to jim; its id once delivered."""
+        before = {m["id"] for m in self.inbox("jim")}
+        self.run("hive", "send", "--to", "jim", "--subject", subject, "--body", "please answer")
+        new = wait_for(
+            lambda: [m["id"] for m in self.inbox("jim") if m["id"] not in before], "delivery"
+        )
+        return str(new[0])
+
+    # --- what Gemini did ------------------------------------------------------------
+
+    @property
+    def gemini_home(self) -> Path:
+        return self.home / "agent-settings" / "gemini" / "jim"
+
+    def chats(self) -> list[Path]:
+        return sorted((self.gemini_home / ".gemini" / "tmp").glob("*/chats/session-*.jsonl"))
+
+
+@pytest.fixture
+def make_floor(short_tmp: Path) -> Iterator[Callable[..., GeminiFloor]]:
+    floors: list[GeminiFloor] = []
+
+    def make(jim: Sequence[Turn], *, jim_options: str = "", more: str = "") -> GeminiFloor:
+        # Short paths: the office's sockets live under the home (AF_UNIX paths <= 107 bytes).
+        root = short_tmp
+        home, project, user_home = root / "home", root / "project", root / "user"
+        for folder in (home, project, user_home):
+            folder.mkdir(parents=True, exist_ok=True)
+        model = ScriptedGemini(Scenario(list(jim), fallback="Noted."))
+        model.start()
+        (home / "office.toml").write_text(
+            '[office]\nmanager = "michael"\n'
+            '\n[[agents]]\nid = "michael"\nname = "Michael"\nrole = "Manager"\n'
+            f'provider = "shell"\ncwd = "{project}"\n'
+            '\n[[agents]]\nid = "jim"\nname = "Jim"\nrole = "Engineer"\n'
+            f'provider = "gemini"\ncwd = "{project}"\n'
+            f'env = {{ GEMINI_API_KEY = "{API_KEY}", '
+            f'GOOGLE_GEMINI_BASE_URL = "{model.base_url}" }}\n'
+            f"{jim_options}{more}"
+        )
+        # The person's environment: no Gemini key or login of its own, an empty HOME
+        # (which must stay so: the desk's Gemini home is the office's).
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("GEMINI_", "GOOGLE_", "HIVE_", "TMUX"))
+        }
+        env.update(HOME=str(user_home), PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}")
+        subprocess.run(
+            [str(BIN / "hive-office"), "init", "--home", str(home)],
+            env=env,
+            check=True,
+            capture_output=True,
+        )
+        floor = GeminiFloor(root, home, project, model, env)
+        floors.append(floor)
+        return floor
+
+    yield make
+    for floor in floors:
+        floor.stop()
+        floor.model.stop()
+
+
+def main_texts(request: RecordedRequest) -> str:
+    return "\n".join(last_user_texts(request.body)) if request.kind == "main" else ""
+
+
+# --- 1 ------------------------------------------------------------------------------------
+
+
+def test_a_keyed_desk_starts_into_a_session_and_its_hooks_reach_the_office(
+    make_floor: Callable[..., GeminiFloor],
+) -> None:
+    floor = make_floor(
+        [
+            turn(user_says("hello office"), "Looking.", shell("hive roster")),
+            turn(has_tool_result(), "Hi!"),
+        ]
+    )
+    floor.serve()
+    # SessionStart named the session the office chose (--session-id): the registry, the
+    # map's state and `why` are the hooked desk's, not a starting CLI's.
+    jim = floor.jim()
+    session = jim["session_id"]
+    [chat] = floor.chats()
+    assert json.loads(chat.read_text().splitlines()[0])["sessionId"] == session
+    why = floor.why()
+    assert why["kind"] == "idle", why
+    assert "has not reported its session" not in why["why"] and "hookless" not in why["why"]
+    status = floor.run("hive-office", "status", "--home", str(floor.home)).stdout
+    assert re.search(r"jim\b.*\bidle\b", status), status
+
+    floor.type("hello office")
+    wait_for(lambda: floor.model.scenario.done, "jim's scripted turns", timeout=90)
+    wait_for(lambda: floor.jim().get("status") == "idle", "jim idle after the turn", 60)
+    log = floor.log()
+    assert any("UserPromptSubmit" in d and "[idle -> working]" in d for d in log), log
+    assert any("Stop: turn ended [working -> idle]" in d for d in log), log
+
+    first = floor.model.main_requests[0].body
+    # The identity, as the global GEMINI.md of the desk's own Gemini home.
+    assert "GEMINI.md" in all_texts(first) and "jim" in json.dumps(first["systemInstruction"])
+    # `hive` ran without a confirmation (tools.allowed), and its output reached the model.
+    [roster] = function_responses(floor.model.main_requests[1].body)
+    assert roster["name"] == "run_shell_command" and "michael" in json.dumps(roster)
+    # Nothing of Gemini's in the person's home, and no sign-in asked: the key was used.
+    assert not (floor.root / "user" / ".gemini").exists()
+    assert all(r.headers.get("x-goog-api-key") == API_KEY for r in floor.model.main_requests)
+    settings = json.loads((floor.gemini_home / ".gemini" / "settings.json").read_text())
+    assert settings["security"]["auth"]["selectedType"] == "gemini-api-key"
+
+    # Token usage from Gemini's own chat records, per answer: what usageMetadata said.
+    calls = len(floor.model.main_requests)
+
+    def rows() -> dict[str, Any] | None:
+        out = floor.run("hive-office", "cost", "--home", str(floor.home), "--json").stdout
+        row: dict[str, Any] | None = json.loads(out)["rows"].get("jim")
+        return row if row and row["tokens"]["output"] else None
+
+    want = {
+        "input": calls * (PROMPT_TOKENS - CACHED_TOKENS),
+        "output": calls * (OUTPUT_TOKENS + THOUGHT_TOKENS),
+        "cache_write": 0,
+        "cache_read": calls * CACHED_TOKENS,
+    }
+    row = wait_for(lambda: (r := rows()) and r["tokens"] == want and r, "jim's usage", 60)
+    assert row["tokens"] == want
+    # Gemini's models have no built-in price: tokens are shown, the cost says so.
+    assert row["unpriced"], row
+
+
+# --- 2 ------------------------------------------------------------------------------------
+
+
+def test_mail_that_arrives_mid_turn_is_drained_at_after_agent_and_answered(
+    make_floor: Callable[..., GeminiFloor],
+) -> None:
+    mail: dict[str, str] = {}
+    floor = make_floor(
+        [
+            turn(user_says("start the build"), shell("hive roster"), delay=4.0),
+            turn(has_tool_result(), "Build started."),
+            turn(
+                user_says("hive inbox"),
+                build=lambda req: [shell(f"hive reply {mail['id']} --body 'Build is green.'")],
+            ),
+            turn(has_tool_result(), build=lambda req: [shell(f"hive done {mail['id']}")]),
+            turn(has_tool_result(), "Answered."),
+        ]
+    )
+    floor.serve()
+    floor.type("start the build")
+    wait_for(lambda: floor.jim().get("status") == "working", "jim working", 30)
+    mail["id"] = floor.mail_jim("build status?")
+    # AfterAgent refused the end of the turn: the office's reason is Gemini's next prompt.
+    drained = floor.model.wait_for(lambda r: "hive inbox" in main_texts(r), 90)
+    text = main_texts(drained)
+    assert mail["id"] in text and "build status?" in text, text
+    reply = wait_for(
+        lambda: [m for m in floor.inbox("human") if m.get("in_reply_to") == mail["id"]],
+        "jim's reply in the person's inbox",
+        timeout=90,
+    )[0]
+    assert reply["from"] == "jim" and reply["body"] == "Build is green."
+    wait_for(lambda: not floor.inbox("jim"), "jim marks the message done", 60)
+    wait_for(lambda: floor.jim().get("status") == "idle", "jim idle", 60)
+    # Drained at the end of the turn, so never nudged.
+    assert not any("nudged" in d for d in floor.log()), floor.log()
+
+
+# --- 3 ------------------------------------------------------------------------------------
+
+
+def test_an_idle_desk_with_new_mail_is_woken_once(make_floor: Callable[..., GeminiFloor]) -> None:
+    mail: dict[str, str] = {}
+    floor = make_floor(
+        [
+            turn(
+                user_says("Run hive inbox"),
+                build=lambda req: [shell(f"hive reply {mail['id']} --body 'On it.'")],
+            ),
+            turn(has_tool_result(), build=lambda req: [shell(f"hive done {mail['id']}")]),
+            turn(has_tool_result(), "Done."),
+        ]
+    )
+    floor.serve()
+    mail["id"] = floor.mail_jim("are you there?")
+    wait_for(
+        lambda: [m for m in floor.inbox("human") if m.get("in_reply_to") == mail["id"]],
+        "jim's answer after the nudge",
+        timeout=90,
+    )
+    wait_for(lambda: not floor.inbox("jim"), "jim marks the message done", 60)
+    wait_for(lambda: floor.jim().get("status") == "idle", "jim idle", 60)
+    nudges = [r for r in floor.model.main_requests if "Run hive inbox" in main_texts(r)]
+    assert len(nudges) == 1, [main_texts(r) for r in nudges]
+    assert "You have 1 unread message (from human)" in main_texts(nudges[0])
+    assert sum("nudged:" in d for d in floor.log()) == 1, floor.log()
+
+
+# --- 4 ------------------------------------------------------------------------------------
+
+PAM = '\n[[agents]]\nid = "pam"\nname = "Pam"\nprovider = "shell"\nsend_only = true\n'
+
+
+def test_refused_tools_reach_the_model_with_the_offices_reason(
+    make_floor: Callable[..., GeminiFloor],
+) -> None:
+    calls: list[Any] = []
+    floor = make_floor(
+        [
+            turn(user_says("try the rules"), build=lambda req: calls),
+            turn(has_tool_result(), "Noted."),
+        ],
+        jim_options="worktree = false\n",
+        more=PAM,
+    )
+    target = floor.project / "src" / "parser.py"
+    target.parent.mkdir(parents=True)
+    target.write_text("x = 1\n")
+    for args in (
+        ("init", "-q", "-b", "main"),
+        ("add", "."),
+        ("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "start"),
+    ):
+        subprocess.run(["git", *args], cwd=floor.project, check=True, capture_output=True)
+    locked = floor.home / "agent-settings" / "jim.json"
+    calls += [
+        # The URL is never reached: the office refuses before Gemini runs it.
+        shell("curl -s http://127.0.0.1:9/"),
+        shell(f"echo x > {locked}"),
+        shell(f"echo 'x = 2' > {target}"),
+        shell("hive roster"),  # allowed: proves the refusals are the rules, not the shell
+    ]
+    floor.serve()
+    floor.run("hive", "lease", str(target), "--reason", "new grammar", "--ttl", "10m", agent="pam")
+    floor.type("try the rules")
+    answered = floor.model.wait_for(lambda r: r.turn == 1, 90).body
+    results = function_responses(answered)
+    assert [r["name"] for r in results] == ["run_shell_command"] * 4
+    curl, settings, leased, allowed = (json.dumps(r["response"]) for r in results)
+    for result, reason in (
+        (curl, "`curl` reaches the network, and you are not a research agent"),
+        (settings, "agent-settings/ (your CLI's settings and hooks) is locked"),
+        (leased, "is leased by pam until"),
+    ):
+        assert "Tool execution blocked" in result and reason in result, result
+    assert "(new grammar)" in leased
+    assert "Tool execution blocked" not in allowed and "michael" in allowed, allowed
+    assert target.read_text() == "x = 1\n" and not locked.exists()
+    denied = [d for d in floor.log() if "denied" in d]
+    assert len(denied) == 3, denied
+
+
+# --- 5 ------------------------------------------------------------------------------------
+
+
+def test_a_restart_resumes_the_same_session(make_floor: Callable[..., GeminiFloor]) -> None:
+    floor = make_floor(
+        [
+            turn(user_says("remember the word kumquat"), "Remembered."),
+            turn(user_says("what was the word"), "Kumquat."),
+        ]
+    )
+    floor.serve()
+    session = floor.jim()["session_id"]
+    floor.type("remember the word kumquat")
+    floor.model.wait_for(lambda r: r.turn == 0, 60)
+    wait_for(lambda: floor.jim().get("status") == "idle", "jim idle", 60)
+    floor.stop()
+
+    floor.serve()
+    assert floor.jim()["session_id"] == session
+    floor.type("what was the word")
+    resumed = floor.model.wait_for(lambda r: r.turn == 1, 90).body
+    # The earlier turn is in the resumed conversation Gemini sent.
+    assert "remember the word kumquat" in json.dumps(resumed["contents"])
+    assert "Remembered." in json.dumps(resumed["contents"])
+    assert len(floor.chats()) == 1
+    starts = [d for d in floor.log() if "SessionStart" in d]
+    assert len(starts) >= 2, starts
