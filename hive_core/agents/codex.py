@@ -13,9 +13,23 @@ start (Codex writes its own sessions, logs and login next to them):
 - `AGENTS.md`: the identity and protocol digest. Codex reads AGENTS.md from CODEX_HOME
   as global guidance, ahead of the project's own AGENTS.md files.
 
-Facts from Codex 0.171.0 (its binary run against a generated CODEX_HOME, and the
-developers.openai.com pages "Hooks", "Custom instructions with AGENTS.md" and
-"Config basics"):
+A third file, `auth.json`, only when the desk's environment (the office's and the
+roster's `env`) holds CODEX_API_KEY or OPENAI_API_KEY: the key stored as the login Codex
+stores for one (`{"auth_mode": "apikey", "OPENAI_API_KEY": ...}`, what `codex login
+--with-api-key` writes), so the TUI opens without its sign-in screen. A login the person
+made in the pane is never replaced (api_key_login).
+
+Facts from Codex 0.169.0 (scripts/codex-version; its binary run against a generated
+CODEX_HOME in tests/e2e/test_codex_desk.py, and the developers.openai.com pages "Hooks",
+"Custom instructions with AGENTS.md" and "Config basics"):
+- Its TUI shows "Choose how you want to use Codex" while CODEX_HOME holds no login,
+  even with a key in the environment; with the stored key login it does not.
+- It runs the session in a background app server it starts per CODEX_HOME and leaves
+  running, unless started with `--no-daemon` (the office passes it: the session stays
+  the pane's child and ends with the desk).
+- SessionStart (`source` "startup" or "resume") runs when the first turn starts, not
+  when the TUI opens: the office gives every start a first prompt (START_PROMPT, or
+  the office's own first turn), else the desk would stay offline and never be woken.
 - Hooks from config.toml run only once trusted (a hash per hook, recorded by Codex's
   review screen). `--dangerously-bypass-hook-trust` runs enabled hooks without that
   record; the office passes it. It also waives review for hooks in a trusted
@@ -69,7 +83,7 @@ from hive_core.agents.provider import (
     program_argv,
     text_field,
 )
-from hive_core.fsio import READ_ONLY_MODE, atomic_write
+from hive_core.fsio import READ_ONLY_MODE, UnsafeFile, atomic_write, read_regular
 from hive_core.paths import HivePaths
 from hive_core.schema import AgentSpec
 from hive_core.usage import UsageSource, codex_files, codex_parser
@@ -78,6 +92,14 @@ from hive_core.usage import UsageSource, codex_files, codex_parser
 # SessionEnd to 3 s on its own).
 HOOK_TIMEOUT_S = 10
 BYPASS_HOOK_TRUST = "--dangerously-bypass-hook-trust"
+# Codex 0.169 otherwise hands the session to a background app server it starts once per
+# CODEX_HOME and leaves running: a process outside the desk's pane, carrying the desk's
+# secret, that outlives the desk. In the foreground the session is the pane's child.
+NO_DAEMON = "--no-daemon"
+# The first turn of a desk the office gives none: it opens the session.
+START_PROMPT = "You are at your desk. Act on any waiting mail the office showed you, then stop."
+# The keys Codex takes from the environment, in its order (`codex login status`).
+API_KEY_VARS = ("CODEX_API_KEY", "OPENAI_API_KEY")
 
 # Codex's hook events the office listens to, and the office event each one is.
 EVENTS: dict[str, EventName] = {
@@ -148,10 +170,16 @@ class CodexProvider:
         atomic_write(home / "AGENTS.md", ctx.system_prompt.encode(), mode=READ_ONLY_MODE)
         env = office_env(ctx)
         env["CODEX_HOME"] = str(home)
+        login = api_key_login(env, _read_auth(home / AUTH_FILE))
+        if login is not None:
+            atomic_write(home / AUTH_FILE, login, mode=0o600)
         argv = program_argv(ctx.agent, self.executable(ctx.agent), env)
         if ctx.resume:
             argv += ["resume", ctx.session_id]
-        argv.append(BYPASS_HOOK_TRUST)
+        argv += [NO_DAEMON, BYPASS_HOOK_TRUST]
+        # Codex starts its session (and runs SessionStart) with the first turn, not when
+        # it opens: without a prompt the desk would stay offline, unreachable by mail.
+        argv += ["--", ctx.first_prompt or START_PROMPT]
         return Launch(argv=argv, env=env, cwd=agent_cwd(ctx.agent))
 
     def canonical(self, raw: dict[str, Any]) -> CanonicalEvent | None:
@@ -225,6 +253,51 @@ class CodexProvider:
         if output is None:
             return HookAnswer()
         return HookAnswer(stdout=msgspec.json.encode(output).decode())
+
+
+AUTH_FILE = "auth.json"
+
+
+class _StoredLogin(msgspec.Struct, omit_defaults=True):
+    """The part of Codex's auth.json the office reads and writes: what
+    `codex login --with-api-key` stores (`auth_mode = "apikey"` and the key)."""
+
+    auth_mode: str | None = None
+    OPENAI_API_KEY: str | None = None
+
+
+def api_key_login(env: Mapping[str, str], stored: bytes | None) -> bytes | None:
+    """The auth.json to write so Codex starts without its sign-in screen, or None to
+    leave the file as it is.
+
+    Codex 0.169's TUI asks how to sign in whenever its CODEX_HOME holds no login, even
+    with OPENAI_API_KEY or CODEX_API_KEY set; the login it then stores for a key is
+    this file. So a key in the desk's environment is stored as that login, as the
+    person would by answering. A login the person made in the pane (ChatGPT, or a
+    file the office cannot read) is never replaced; a key login is kept current."""
+    key = next((env[k] for k in API_KEY_VARS if env.get(k)), None)
+    if key is None:
+        return None
+    if stored is not None:
+        try:
+            found = msgspec.json.decode(stored, type=_StoredLogin)
+        except msgspec.DecodeError:
+            return None
+        if found.auth_mode != "apikey" or key == found.OPENAI_API_KEY:
+            return None
+    return msgspec.json.format(
+        msgspec.json.encode(_StoredLogin(auth_mode="apikey", OPENAI_API_KEY=key))
+    )
+
+
+def _read_auth(path: Path) -> bytes | None:
+    try:
+        # The agent can write its own CODEX_HOME: never follow a link or wait on a FIFO.
+        return read_regular(path, 1024 * 1024)
+    except FileNotFoundError:
+        return None
+    except (OSError, UnsafeFile):
+        return b""  # there, but not a file the office reads: left alone
 
 
 def _patch_paths(patch: object) -> dict[str, Any]:

@@ -19,15 +19,23 @@ from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
+import msgspec
 import pytest
 
-from hive_core.agents.codex import BYPASS_HOOK_TRUST, CodexProvider, codex_home
+from hive_core.agents.codex import (
+    BYPASS_HOOK_TRUST,
+    NO_DAEMON,
+    START_PROMPT,
+    CodexProvider,
+    codex_home,
+)
 from hive_core.agents.gemini import (
     GeminiProvider,
     gemini_files,
     gemini_home,
     gemini_line,
     hook_shell_command,
+    shared_login,
 )
 from hive_core.agents.provider import (
     CanonicalEvent,
@@ -174,7 +182,7 @@ def test_codex_launch_identity_env_and_argv(tmp_path: Path) -> None:
     assert (home / "AGENTS.md").read_text() == "You are Jim."
     assert_office_env(launch.env, ctx)
     assert launch.env["CODEX_HOME"] == str(home)
-    assert launch.argv[1:] == [BYPASS_HOOK_TRUST]
+    assert launch.argv[1:] == [NO_DAEMON, BYPASS_HOOK_TRUST, "--", START_PROMPT]
     assert Path(launch.argv[0]).name == "codex"
     assert launch.cwd == tmp_path / "repo"
     assert_only_office_home_written(tmp_path, before)
@@ -183,7 +191,16 @@ def test_codex_launch_identity_env_and_argv(tmp_path: Path) -> None:
 def test_codex_resume_names_the_session(tmp_path: Path) -> None:
     ctx = make_ctx(tmp_path, "codex", resume=True, command=["/opt/codex", "--search"])
     launch = CodexProvider().prepare(ctx)
-    assert launch.argv == ["/opt/codex", "--search", "resume", ctx.session_id, BYPASS_HOOK_TRUST]
+    assert launch.argv == [
+        "/opt/codex",
+        "--search",
+        "resume",
+        ctx.session_id,
+        NO_DAEMON,
+        BYPASS_HOOK_TRUST,
+        "--",
+        START_PROMPT,
+    ]
 
 
 CODEX_BASE = {
@@ -395,6 +412,50 @@ def test_what_gemini_wrote_in_its_settings_is_kept_and_the_office_keys_renewed(
     path.write_text("{not json")
     GeminiProvider().prepare(ctx)
     assert gemini_settings(ctx)["hooksConfig"] == {"enabled": True}
+
+
+def test_a_google_sign_in_made_in_one_desk_serves_every_gemini_desk(tmp_path: Path) -> None:
+    jim = make_ctx(tmp_path, "gemini")
+    pam = dataclasses.replace(jim, agent=msgspec.structs.replace(jim.agent, id="pam"))
+    GeminiProvider().prepare(jim)
+    shared = shared_login(jim.paths)
+    own = gemini_home(jim.paths, "jim") / ".gemini" / "gemini-credentials.json"
+    assert own.is_symlink() and own.resolve() == shared.resolve() and not shared.exists()
+    assert shared.parent.stat().st_mode & 0o777 == 0o700
+    # Jim signs in with Google in his pane: Gemini writes the login through the link and
+    # its choice into his settings, as it does after its sign-in screen.
+    own.write_text("encrypted login")
+    path = gemini_home(jim.paths, "jim") / ".gemini" / "settings.json"
+    path.write_text(
+        json.dumps(
+            {**gemini_settings(pam), "security": {"auth": {"selectedType": "oauth-personal"}}}
+        )
+    )
+    # Pam starts after: the same login, and the same choice, so no question in her pane.
+    GeminiProvider().prepare(pam)
+    hers = gemini_home(pam.paths, "pam") / ".gemini"
+    assert (hers / "gemini-credentials.json").read_text() == "encrypted login"
+    settings = json.loads((hers / "settings.json").read_text())
+    assert settings["security"] == {"auth": {"selectedType": "oauth-personal"}}
+
+
+def test_a_desks_own_earlier_login_becomes_the_shared_one(tmp_path: Path) -> None:
+    ctx = make_ctx(tmp_path, "gemini")
+    folder = gemini_home(ctx.paths, "jim") / ".gemini"
+    folder.mkdir(parents=True)
+    (folder / "gemini-credentials.json").write_text("jim's login")
+    GeminiProvider().prepare(ctx)
+    assert shared_login(ctx.paths).read_text() == "jim's login"
+    assert (folder / "gemini-credentials.json").is_symlink()
+    # A second desk with a login of its own keeps it: the office never overwrites one.
+    pam = dataclasses.replace(ctx, agent=msgspec.structs.replace(ctx.agent, id="pam"))
+    hers = gemini_home(ctx.paths, "pam") / ".gemini"
+    hers.mkdir(parents=True)
+    (hers / "gemini-credentials.json").write_text("pam's login")
+    GeminiProvider().prepare(pam)
+    assert (hers / "gemini-credentials.json").read_text() == "pam's login"
+    assert not (hers / "gemini-credentials.json").is_symlink()
+    assert shared_login(ctx.paths).read_text() == "jim's login"
 
 
 def test_gemini_launch_env_and_argv(tmp_path: Path) -> None:

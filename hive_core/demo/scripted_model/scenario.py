@@ -178,8 +178,12 @@ class Scenario:
         *,
         fallback: str = "Nothing scripted for this request.",
         side_reply: str = "Scripted session",
+        main: Predicate = is_main,
     ) -> None:
         self.turns = tuple(turns)
+        # Which requests are the agent's conversation (another protocol shapes them
+        # differently: responses.py).
+        self.main = main
         self.fallback = Turn(anything, (Text(fallback),), label="fallback")
         self.side_reply = side_reply
         self._next = 0
@@ -197,7 +201,7 @@ class Scenario:
     def respond(self, request: Request) -> tuple[Turn, int | None]:
         """The turn answering `request` and its index (None: side reply or fallback,
         which consume nothing)."""
-        if not is_main(request):
+        if not self.main(request):
             return self._side_turn(request), None
         with self._lock:
             previous = self.turns[self._next - 1] if self._next else None

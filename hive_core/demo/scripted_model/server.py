@@ -236,7 +236,7 @@ class ScriptedModel:
     def start(self) -> str:
         if self._server is not None:
             return self.base_url
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self.handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever,
@@ -247,6 +247,11 @@ class ScriptedModel:
         )
         self._thread.start()
         return self.base_url
+
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        """The request handler: the Messages API here; a subclass speaks another
+        protocol (responses.py) over the same recording."""
+        return _handler_for(self)
 
     def stop(self) -> None:
         server, self._server = self._server, None

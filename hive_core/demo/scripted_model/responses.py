@@ -1,0 +1,386 @@
+"""A scripted OpenAI Responses API on 127.0.0.1, for Codex desks in tests and the bench.
+
+The same `Scenario` of turns as the Messages stand-in (scenario.py) answers POST
+`/v1/responses`, streamed as the Responses API streams it (SSE: `response.created`,
+`response.output_item.added`, text and function-call argument deltas,
+`response.output_item.done`, then `response.completed` carrying the usage). A `Text`
+block is an assistant message item, a `ToolUse` a `function_call` item (`input` sent as
+its JSON `arguments`). Predicates here read the Responses request shape: its `input` is
+a list of items (user messages with `input_text` parts, `function_call_output` items with
+what the tool returned). GET `/v1/models` answers an empty model list; anything else an
+empty JSON object. Every request is recorded, as ScriptedModel records them.
+
+scenario = Scenario([
+    turn(input_says("check mail"), "Checking.", shell("hive inbox")),
+    turn(call_output_says("inbox"), "Done."),
+])
+with ScriptedResponses(scenario) as model:
+    env = {"OPENAI_BASE_URL": model.base_url + "/v1", "OPENAI_API_KEY": "sk-..."}
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+
+import msgspec
+
+from hive_core.demo.scripted_model.scenario import (
+    Predicate,
+    Request,
+    Scenario,
+    Text,
+    ToolUse,
+    Turn,
+)
+from hive_core.demo.scripted_model.server import Kind, RecordedRequest, ScriptedModel
+
+# Codex 0.169's shell tool for the gpt-5.1-codex family (`exec_command`: one command
+# line run in a PTY in the session's folder). Its default model (gpt-6.1-sol) offers only
+# a JavaScript `exec` tool instead, which a script cannot drive plainly.
+SHELL_TOOL = "exec_command"
+MODEL = "gpt-5.1-codex"
+
+_ids = itertools.count(1)
+
+
+def shell(command: str) -> ToolUse:
+    """A call of Codex's shell tool."""
+    return ToolUse(SHELL_TOOL, {"cmd": command, "login": False, "yield_time_ms": 10000})
+
+
+# --- predicates over a Responses request ----------------------------------------------
+
+
+def _json_schema(request: Request) -> dict[str, Any] | None:
+    fmt = (request.get("text") or {}).get("format") or {}
+    schema = fmt.get("schema") if fmt.get("type") == "json_schema" else None
+    return schema if isinstance(schema, dict) else None
+
+
+def is_conversation(request: Request) -> bool:
+    """The agent's own turn: it offers tools (as `tools`, or as an `additional_tools`
+    input item) and asks for no structured answer (the session title asks for JSON)."""
+    items = request.get("input") or []
+    offers = bool(request.get("tools")) or any(
+        isinstance(i, dict) and i.get("type") == "additional_tools" for i in items
+    )
+    return offers and _json_schema(request) is None
+
+
+def _last_user_turn(request: Request) -> list[dict[str, Any]]:
+    """The input items after the last assistant output: the user's message and the tool
+    outputs answering the model's last calls (what this request adds)."""
+    items = [i for i in request.get("input") or [] if isinstance(i, dict)]
+    tail: list[dict[str, Any]] = []
+    for item in reversed(items):
+        if item.get("type") in ("function_call", "reasoning") or (
+            item.get("type") == "message" and item.get("role") == "assistant"
+        ):
+            break
+        tail.append(item)
+    return tail[::-1]
+
+
+def item_texts(item: dict[str, Any]) -> list[str]:
+    """The texts of one input item: a message's text parts, a tool output's text."""
+    if item.get("type") == "function_call_output":
+        output = item.get("output")
+        if isinstance(output, str):
+            return [output]
+        if isinstance(output, list):
+            return [str(p.get("text", "")) for p in output if isinstance(p, dict)]
+        return []
+    content = item.get("content")
+    if isinstance(content, str):
+        return [content]
+    return [str(p.get("text", "")) for p in content or [] if isinstance(p, dict) and "text" in p]
+
+
+def last_input_texts(request: Request) -> list[str]:
+    """Every text the request adds since the model last spoke: the user's message (with
+    any context the CLI or its hooks put beside it) and the tool outputs."""
+    return [text for item in _last_user_turn(request) for text in item_texts(item)]
+
+
+def input_says(needle: str) -> Predicate:
+    return lambda request: any(needle in text for text in last_input_texts(request))
+
+
+def has_call_output() -> Predicate:
+    """The request answers a function call of the model (the tool ran, or was refused)."""
+    return lambda request: any(
+        item.get("type") == "function_call_output" for item in _last_user_turn(request)
+    )
+
+
+def call_output_says(needle: str) -> Predicate:
+    answered = has_call_output()
+    return lambda request: answered(request) and input_says(needle)(request)
+
+
+def call_outputs(request: Request) -> list[str]:
+    """The outputs of the model's tool calls this request answers."""
+    return [
+        text
+        for item in _last_user_turn(request)
+        if item.get("type") == "function_call_output"
+        for text in item_texts(item)
+    ]
+
+
+# --- wire shapes ----------------------------------------------------------------------
+
+
+class OutputText(msgspec.Struct, tag_field="type", tag="output_text"):
+    text: str
+    annotations: list[Any] = []
+
+
+class MessageItem(msgspec.Struct, tag_field="type", tag="message"):
+    id: str
+    content: list[OutputText]
+    status: str = "completed"
+    role: str = "assistant"
+
+
+class FunctionCallItem(msgspec.Struct, tag_field="type", tag="function_call"):
+    id: str
+    call_id: str
+    name: str
+    arguments: str
+    status: str = "completed"
+
+
+Item = MessageItem | FunctionCallItem
+
+
+class InputDetails(msgspec.Struct):
+    cached_tokens: int = 0
+
+
+class OutputDetails(msgspec.Struct):
+    reasoning_tokens: int = 0
+
+
+class ResponseUsage(msgspec.Struct):
+    input_tokens: int
+    output_tokens: int
+    total_tokens: int
+    input_tokens_details: InputDetails
+    output_tokens_details: OutputDetails
+
+
+class Response(msgspec.Struct):
+    id: str
+    created_at: int
+    model: str
+    status: str
+    output: list[Item]
+    usage: ResponseUsage | None = None
+    object: str = "response"
+
+
+# Usage every scripted turn reports: fixed, so a test can add it up.
+INPUT_TOKENS = 1000
+CACHED_TOKENS = 200
+OUTPUT_TOKENS = 30
+
+
+def _usage() -> ResponseUsage:
+    return ResponseUsage(
+        input_tokens=INPUT_TOKENS,
+        output_tokens=OUTPUT_TOKENS,
+        total_tokens=INPUT_TOKENS + OUTPUT_TOKENS,
+        input_tokens_details=InputDetails(cached_tokens=CACHED_TOKENS),
+        output_tokens_details=OutputDetails(),
+    )
+
+
+def _items(turn: Turn) -> list[Item]:
+    n = next(_ids)
+    items: list[Item] = []
+    for i, block in enumerate(turn.blocks):
+        if isinstance(block, ToolUse):
+            arguments = msgspec.json.encode(block.input).decode()
+            items.append(FunctionCallItem(f"fc_{n:05d}_{i}", block.id, block.name, arguments))
+        elif isinstance(block, Text):
+            items.append(MessageItem(f"msg_{n:05d}_{i}", [OutputText(block.text)]))
+    return items
+
+
+def _halves(text: str) -> list[str]:
+    # Two deltas per item, so a client that only handles a single delta is caught.
+    mid = len(text) // 2
+    return [part for part in (text[:mid], text[mid:]) if part]
+
+
+def stream_events(turn: Turn, request: Request) -> Iterator[dict[str, Any]]:
+    """The SSE events of one scripted turn, in the order the Responses API sends them."""
+    items = _items(turn)
+    response = Response(
+        id=f"resp_scripted_{next(_ids):06d}",
+        created_at=int(time.time()),
+        model=str(request.get("model") or "gpt-scripted"),
+        status="in_progress",
+        output=[],
+    )
+    encode = msgspec.to_builtins
+    yield {"type": "response.created", "response": encode(response)}
+    yield {"type": "response.in_progress", "response": encode(response)}
+    for index, item in enumerate(items):
+        if isinstance(item, FunctionCallItem):
+            started = msgspec.structs.replace(item, arguments="", status="in_progress")
+            yield {
+                "type": "response.output_item.added",
+                "output_index": index,
+                "item": encode(started),
+            }
+            for part in _halves(item.arguments):
+                yield {
+                    "type": "response.function_call_arguments.delta",
+                    "item_id": item.id,
+                    "output_index": index,
+                    "delta": part,
+                }
+            yield {
+                "type": "response.function_call_arguments.done",
+                "item_id": item.id,
+                "output_index": index,
+                "arguments": item.arguments,
+            }
+        else:
+            text = item.content[0].text
+            started_msg = msgspec.structs.replace(item, content=[], status="in_progress")
+            yield {
+                "type": "response.output_item.added",
+                "output_index": index,
+                "item": encode(started_msg),
+            }
+            where = {"item_id": item.id, "output_index": index, "content_index": 0}
+            yield {"type": "response.content_part.added", **where, "part": encode(OutputText(""))}
+            for part in _halves(text):
+                yield {"type": "response.output_text.delta", **where, "delta": part}
+            yield {"type": "response.output_text.done", **where, "text": text}
+            yield {"type": "response.content_part.done", **where, "part": encode(OutputText(text))}
+        yield {"type": "response.output_item.done", "output_index": index, "item": encode(item)}
+    done = msgspec.structs.replace(response, status="completed", output=items, usage=_usage())
+    yield {"type": "response.completed", "response": encode(done)}
+
+
+def encode_sse(events: Iterator[dict[str, Any]]) -> bytes:
+    encoder = msgspec.json.Encoder()
+    chunks = []
+    for number, event in enumerate(events):
+        event["sequence_number"] = number
+        chunks.append(b"event: %s\ndata: %s\n\n" % (event["type"].encode(), encoder.encode(event)))
+    return b"".join(chunks)
+
+
+# --- the server -----------------------------------------------------------------------
+
+
+class ScriptedResponses(ScriptedModel):
+    """The scripted Responses API. `base_url` + "/v1" is what OPENAI_BASE_URL (or a
+    model provider's `base_url`) takes."""
+
+    def __init__(self, scenario: Scenario) -> None:
+        scenario.main = is_conversation
+        super().__init__(scenario)
+
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        return _handler_for(self)
+
+    @property
+    def response_requests(self) -> list[RecordedRequest]:
+        return [r for r in self.requests if r.kind in ("main", "side")]
+
+
+def _handler_for(model: ScriptedResponses) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+        def do_GET(self) -> None:
+            self._record(None, "other", None)
+            path = self.path.split("?", 1)[0]
+            if path.endswith("/responses"):
+                # Codex tries the Responses API over a WebSocket first; 426 sends it to
+                # plain HTTP streaming at once.
+                self.send_response(426)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            self._send_json(b'{"models": []}' if path.endswith("/models") else b"{}")
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            body: Any
+            try:
+                body = msgspec.json.decode(raw) if raw else None
+            except msgspec.DecodeError:
+                body = None
+            path = self.path.split("?", 1)[0]
+            if path.endswith("/responses") and isinstance(body, dict):
+                self._respond(body)
+            else:
+                self._record(body, "other", None)
+                self._send_json(b"{}")
+
+        def _respond(self, body: Request) -> None:
+            turn, index = model.scenario.respond(body)
+            main = is_conversation(body)
+            self._record(body, "main" if main else "side", index)
+            schema = _json_schema(body)
+            if not main and schema is not None:
+                # The title request: an object with every property it names.
+                names = schema.get("required") or schema.get("properties") or []
+                reply = {name: model.scenario.side_reply for name in names}
+                turn = Turn(turn.match, (Text(msgspec.json.encode(reply).decode()),), "side")
+            if turn.delay:
+                time.sleep(turn.delay)
+            if turn.error is not None:
+                payload = msgspec.json.encode(
+                    {"error": {"type": turn.error.type, "message": turn.error.message}}
+                )
+                self.send_response(turn.error.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+                return
+            payload = encode_sse(stream_events(turn, body))
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def _send_json(self, payload: bytes) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def _record(self, body: Any, kind: Kind, turn: int | None) -> None:
+            model._record(
+                RecordedRequest(
+                    method=self.command,
+                    path=self.path,
+                    headers={k.lower(): v for k, v in self.headers.items()},
+                    body=body,
+                    kind=kind,
+                    turn=turn,
+                    at=time.time(),
+                )
+            )
+
+    return Handler
