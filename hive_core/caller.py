@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import _socket
 import contextlib
-import os
 from pathlib import Path
 from typing import NamedTuple
 
 import msgspec
 
+from hive_client.client import office_running as _office_running
+from hive_core import invocation
 from hive_core.config import agent
 from hive_core.paths import HivePaths, Mailbox
 from hive_core.schema import HUMAN, ControlReply, ControlRequest, OfficeConfig
@@ -72,7 +73,7 @@ def identify(paths: HivePaths, config: OfficeConfig) -> Caller:
     """Who this process is to the office at `paths`: the office's answer while it runs,
     the claim when no office runs (not proven), a CallerError otherwise."""
     claimed = _claim(config)
-    secret = os.environ.get("HIVE_SECRET", "")
+    secret = invocation.getenv("HIVE_SECRET") or ""
     try:
         reply = request(
             paths.control_socket,
@@ -112,10 +113,10 @@ def require_person(paths: HivePaths, verb: str) -> None:
         if not reply.ok:
             raise CallerError(reply.error or NOT_ANSWERING)
         return
-    claimed = os.environ.get("HIVE_AGENT_ID", "").strip()
+    claimed = (invocation.getenv("HIVE_AGENT_ID") or "").strip()
     held = [
         *([f"HIVE_AGENT_ID={claimed}"] if claimed not in ("", HUMAN) else []),
-        *(["HIVE_SECRET"] if os.environ.get("HIVE_SECRET") else []),
+        *(["HIVE_SECRET"] if invocation.getenv("HIVE_SECRET") else []),
     ]
     if held:
         raise CallerError(
@@ -142,9 +143,10 @@ def proven(caller: Caller) -> Caller:
 def _claim(config: OfficeConfig) -> str | None:
     """The agent id the environment claims; None for the person. A claim that is not
     an agent of this office is refused before anyone is asked."""
-    if "HIVE_AGENT_ID" not in os.environ:
+    raw = invocation.getenv("HIVE_AGENT_ID")
+    if raw is None:
         return None
-    claimed = os.environ["HIVE_AGENT_ID"].strip()
+    claimed = raw.strip()
     if not claimed:
         raise BadClaim(
             "HIVE_AGENT_ID is set but empty; unset it to act as the person, or set it "
@@ -162,25 +164,18 @@ def _claim(config: OfficeConfig) -> str | None:
 
 
 def office_running(paths: HivePaths) -> bool | None:
-    """Whether an office holds `paths`' home (its flock on the home folder, as the
-    kernel lists it in /proc/locks); None when that cannot be told."""
-    try:
-        st = os.stat(paths.home)
-        with open("/proc/locks", "rb") as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return None
-    inode = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}".encode()
-    # "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"
-    return any(
-        len(fields) >= 6 and fields[1] == b"FLOCK" and fields[5] == inode
-        for fields in (line.split() for line in lines)
-    )
+    """Whether an office holds `paths`' home (its flock on the home folder); None when
+    that cannot be told."""
+    return _office_running(str(paths.home))
 
 
 def request(path: Path, req: ControlRequest, timeout: float = 10.0) -> ControlReply:
     """Send one request to a running office. Raises ConnectionError if none listens,
-    TimeoutError if it does not answer in time."""
+    TimeoutError if it does not answer in time. In a verb the office runs for a caller
+    (hive_core/invocation.py) the office answers as that caller, without a socket."""
+    running = invocation.current()
+    if running is not None:
+        return running.ask(req)
     frame = _encode(req) + b"\n"
     if len(frame) > REQUEST_MAX:
         return ControlReply(

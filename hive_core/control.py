@@ -36,10 +36,16 @@ outside the office; an agent's process and a stray are refused them all.
 
 A remote desk X has sockets of its own (run/desks/X.control.sock, which its ssh link
 forwards from the host): a connection there is X's, whatever process made it, since
-the host's processes are out of the kernel's sight (`decide_desk`). Only there does the
-office relay `hive` verbs (cmd "hive", hive_core/remote/relay.py): after the ok reply
-the connection carries the verb's streams. The relayed verb's own process here is the
-desk's (the relay names it to the server, `desks`).
+the host's processes are out of the kernel's sight (`decide_desk`).
+
+`hive` verbs (cmd "hive", the thin `hive` of hive_client/client.py) are taken on every
+control socket: after the ok reply the connection carries the verb's streams, and the
+office runs it (hive_core/office/verbs.py) as the connection's caller, attributed as
+above. Every question the verb asks the office (whoami, the person's check) is answered
+by `decide` as that caller; the verb's environment claims are only claims, checked by
+whoami as a `hive` process's are. A verb relayed in a process of its own (a remote
+desk's that stays apart, hive_core/remote/relay.py) is the desk's (the relay names it
+to the server, `desks`).
 
 One request a connection, one line each way (but a relayed verb's streams). A request
 longer than REQUEST_MAX, not JSON, or nested past msgspec's guard gets a reply `{"ok":
@@ -52,10 +58,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import logging
 import os
 import socket
 import struct
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
@@ -65,14 +72,12 @@ from hive_core.actions import BY_NAME
 from hive_core.agents.state import AgentState
 from hive_core.caller import REQUEST_MAX
 from hive_core.caller import request as request
+from hive_core.conncap import ConnectionCap, raise_fd_limit
 from hive_core.schema import HUMAN, ControlReply, ControlRequest
 
 Handler = Callable[[ControlRequest], Awaitable[ControlReply]]
-# Runs a relayed `hive` verb as the desk on this connection (hive_core/remote/relay.py).
-RelayHandler = Callable[
-    [str, ControlRequest, asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]
-]
 Log = Callable[[str, str], None]  # (agent id, what happened)
+_logger = logging.getLogger(__name__)
 _decode = msgspec.json.Decoder(ControlRequest).decode
 _encode = msgspec.json.Encoder().encode
 READ_TIMEOUT_S = 5.0
@@ -108,11 +113,26 @@ class Attributed(NamedTuple):
     stray: bool = False
 
 
+class VerbCall(NamedTuple):
+    """A `hive` verb the office takes: its request, who calls (the connection's caller),
+    the remote desk whose socket it came in on (None: the office's own socket), and the
+    office's answer to a control request as that caller (`ControlServer.decide`)."""
+
+    req: ControlRequest
+    who: Attributed
+    desk: str | None
+    ask: Callable[[ControlRequest], Coroutine[object, object, ControlReply]]
+
+
+# Runs a `hive` verb on this connection (hive_core/office/verbs.py).
+VerbHandler = Callable[[VerbCall, asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
 class Relayed(NamedTuple):
-    """An accepted `hive` verb: the reply to send, then the relay takes the connection."""
+    """An accepted `hive` verb: the reply to send, then the verb takes the connection."""
 
     reply: ControlReply
-    req: ControlRequest
+    call: VerbCall
 
 
 class ControlServer:
@@ -124,14 +144,15 @@ class ControlServer:
         agents: Mapping[str, AgentState] | None = None,
         log: Log | None = None,
         desk: str | None = None,
-        relay: RelayHandler | None = None,
+        relay: VerbHandler | None = None,
         desks: Callable[[], Mapping[int, str]] = dict,
     ) -> None:
         """`agents`: the office's live agent states (read at each request: who runs,
         with which secret); `log`: where the person's acting for a desk is recorded.
         `desk`: the remote desk whose own socket this is (every connection is its);
-        `relay`: what runs its `hive` verbs. `desks`: processes the office started as a
-        desk besides its CLI (relayed verbs), by pid, each the leader of its session."""
+        `relay`: what runs `hive` verbs (None: refused). `desks`: processes the office
+        started as a desk besides its CLI (relayed verbs), by pid, each the leader of
+        its session."""
         self.path = path
         self._handle = handle
         self._agents: Mapping[str, AgentState] = agents if agents is not None else {}
@@ -143,8 +164,12 @@ class ControlServer:
         self._bound: tuple[int, int] | None = None
         # Desks the person has acted for this run: logged once each, not on every call.
         self._acted_for: set[str] = set()
+        self._cap: ConnectionCap[asyncio.Task[None]] = ConnectionCap(
+            path.name, evict=lambda task: task.cancel(), told=_logger.warning
+        )
 
     async def start(self) -> None:
+        raise_fd_limit()
         # run/ exists; run/desks may not (or may have been removed with its sockets).
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.path.parent.chmod(0o700)
@@ -176,6 +201,13 @@ class ControlServer:
         return True
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # At most conncap.CONNECTIONS_MAX at once: a flood of silent connections loses
+        # its oldest, never a caller being served.
+        task = asyncio.current_task()
+        assert task is not None
+        if not self._cap.admit(task):
+            writer.close()
+            return
         try:
             try:
                 line = await asyncio.wait_for(reader.readline(), READ_TIMEOUT_S)
@@ -185,18 +217,21 @@ class ControlServer:
                     f"the request is longer than {REQUEST_MAX} bytes"
                 )
             else:
+                self._cap.spoke(task)
                 reply = await self._answer(line, writer.get_extra_info("socket"))
             relayed = reply if isinstance(reply, Relayed) else None
             writer.write(_encode(relayed.reply if relayed else reply) + b"\n")
             await writer.drain()
-            if relayed is not None and self.desk is not None and self._relay is not None:
-                await self._relay(self.desk, relayed.req, reader, writer)
+            if relayed is not None and self._relay is not None:
+                await self._relay(relayed.call, reader, writer)
         except (TimeoutError, ConnectionError):
             pass
         finally:
+            self._cap.left(task)
             writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
+            if not task.cancelling():  # taken back by the cap: not waiting on the peer
+                with contextlib.suppress(Exception):
+                    await writer.wait_closed()
 
     async def _answer(self, line: bytes, sock: socket.socket | None) -> ControlReply | Relayed:
         try:
@@ -209,20 +244,24 @@ class ControlServer:
             decided = decide_desk(self.desk, req, self._agents)
             if not decided.ok or req.cmd == "whoami":
                 return decided
-            if req.cmd == "hive":
-                if self._relay is None:
-                    return refused("this office does not relay `hive` verbs")
-                return Relayed(decided, req)
             who: Attributed | ControlReply = Attributed(self.desk)
-        elif req.cmd == "hive":
-            return refused(
-                "`hive` verbs are relayed only from a remote desk's own socket (its "
-                "HIVE_CONTROL on its host); on the office's machine run `hive` itself"
-            )
         else:
+            decided = ControlReply(ok=True)
             who = self.who(sock)
         if isinstance(who, ControlReply):
             return who
+        if req.cmd == "hive":
+            if self._relay is None:
+                return refused("this office does not run `hive` verbs")
+            return Relayed(
+                decided, VerbCall(req, who, self.desk, lambda asked: self.decide(who, asked))
+            )
+        return await self.decide(who, req)
+
+    async def decide(self, who: Attributed, req: ControlRequest) -> ControlReply:
+        """The answer to `req` from `who` (attributed by the socket it came in on)."""
+        if req.cmd == "hive":
+            return refused("a `hive` verb cannot run another")
         if req.cmd == "whoami":
             if who.stray:
                 return refused(STRAY)

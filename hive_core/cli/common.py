@@ -13,13 +13,13 @@ what to do.
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TypeVar
 
-from hive_core import mail
+from hive_client.client import split_home as split_home
+from hive_core import invocation, mail
 from hive_core.caller import BadClaim, Caller, CallerError, identify, proven
 from hive_core.config import ConfigError, load_office
 from hive_core.hint import office_command
@@ -47,7 +47,7 @@ RELAYED_ENV = "HIVE_REMOTE_CWD"
 
 def relayed() -> bool:
     """Whether this verb was relayed from a remote desk's host by the office."""
-    return RELAYED_ENV in os.environ
+    return invocation.getenv(RELAYED_ENV) is not None
 
 
 class HiveError(Exception):
@@ -83,19 +83,6 @@ def one_line_errors(prog: str = "hive") -> Iterator[None]:
 # --- the office home ---------------------------------------------------------------------
 
 
-def split_home(argv: list[str]) -> tuple[str | None, list[str]]:
-    """`--home DIR` given before the verb, and the words from the verb on."""
-    home = None
-    while argv:
-        if argv[0].startswith("--home="):
-            home, argv = argv[0].removeprefix("--home="), argv[1:]
-        elif argv[0] == "--home" and len(argv) > 1:
-            home, argv = argv[1], argv[2:]
-        else:
-            break
-    return home, argv
-
-
 def home_option(f: F) -> F:
     """The click verbs' `--home DIR`, remembered for `click_home`."""
     import click
@@ -123,11 +110,20 @@ def click_home() -> str | None:
 
 def office_paths(home: str | None) -> HivePaths:
     """The office of `home` (else HIVE_HOME), or a HiveError if there is none."""
-    if home is not None and relayed() and resolve_home(home) != resolve_home(None):
-        raise BadUsage(
-            "--home names a folder on the office's machine, and a remote desk works only "
-            "in its own office; drop --home."
-        )
+    if home is not None:
+        running = invocation.current()
+        # The office serves only its own home, and a remote desk's host has no other.
+        serves = running.home if running is not None else resolve_home(None)
+        if relayed() and resolve_home(home) != serves:
+            raise BadUsage(
+                "--home names a folder on the office's machine, and a remote desk works "
+                "only in its own office; drop --home."
+            )
+        if running is not None and resolve_home(home) != serves:
+            raise BadUsage(
+                f"--home names another office than the one running this command ({serves}); "
+                "run `hive` with that office's home in HIVE_HOME instead."
+            )
     paths = HivePaths(resolve_home(home))
     if not paths.office_toml.is_file() or not paths.hive.is_dir():
         raise HiveError(
@@ -199,7 +195,8 @@ def read_source(source: str, limit: int | None = BODY_MAX) -> str:
         if source == "-":
             data = sys.stdin.buffer.read(-1 if limit is None else limit + 1)
         else:
-            data = Path(source).read_bytes()
+            # The caller's cwd: the office may be running this verb for it.
+            data = Path(invocation.getcwd(), source).read_bytes()
     except OSError as e:
         raise BadUsage(f"cannot read {name}: {e.strerror}. Check the path.") from None
     if limit is not None and len(data) > limit:

@@ -9,14 +9,13 @@ watcher sees leases.json change and the committer versions it like the board.
 
 from __future__ import annotations
 
-import os
 import posixpath
 import time
 
 import click
 import msgspec
 
-from hive_core import leases, tasks
+from hive_core import invocation, leases, tasks
 from hive_core.caller import Caller
 from hive_core.cli.common import (
     RELAYED_ENV,
@@ -41,10 +40,10 @@ def _places(raw: tuple[str, ...]) -> list[tuple[str, str]]:
     if relayed():
         # A remote desk's files are on its host, named from its cwd there.
         host = _remote_host()
-        cwd = os.environ[RELAYED_ENV]
+        cwd = invocation.getenv(RELAYED_ENV) or ""
         return [leases.on_host(host, posixpath.join(cwd, p)) for p in raw]
     finder = leases.Repositories()
-    cwd = os.getcwd()
+    cwd = invocation.getcwd()
     return [finder.place(leases.resolve_pattern(p, cwd)) for p in raw]
 
 

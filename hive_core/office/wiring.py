@@ -48,6 +48,7 @@ from hive_core.office.explained import StatusKeeper
 from hive_core.office.person import ENTER_DELAY_S, PersonActions
 from hive_core.office.registry import RegistryPublisher
 from hive_core.office.routes import RouteDriver
+from hive_core.office.verbs import Verbs
 from hive_core.paths import HivePaths
 from hive_core.remote.relay import Relay
 from hive_core.routing.decide import Floor, router_notice
@@ -158,14 +159,17 @@ class Office(PersonActions):
             ),
         )
         # A remote desk's own hook and control sockets (its ssh link forwards the host's
-        # ends here): a connection is the desk whose socket it came in on. Its `hive`
-        # verbs are run here as it by the relay.
+        # ends here): a connection is the desk whose socket it came in on. `hive` verbs,
+        # on every control socket, run here as their caller (office/verbs.py); a desk's
+        # long-lived ones in a process of their own (the relay).
         self.relay = Relay(paths.home, self.plane.secret_of, log=self._agent_log)
+        self.verbs = Verbs(paths.home, self.plane.secret_of, self.relay)
         self.control = ControlServer(
             paths.control_socket,
             self.perform,
             agents=self.states,
             log=self._agent_log,
+            relay=self.verbs,
             desks=self._desk_processes,
         )
         # What agents leave behind is adopted by this process (strays.py).
@@ -276,7 +280,7 @@ class Office(PersonActions):
             agents=self.states,
             log=self._agent_log,
             desk=agent_id,
-            relay=self.relay,
+            relay=self.verbs,
         )
         return hooks, control
 
@@ -528,6 +532,8 @@ class Office(PersonActions):
             self.relay.close()
             for _desk_hooks, desk_control in list(self.desks.values()):
                 await desk_control.stop()
+            # A verb the office took is done before it goes (its caller told).
+            await self.verbs.close()
             await self.supervisor.stop_all()
             # What the agents left behind ends with them.
             await asyncio.to_thread(self.strays.end)

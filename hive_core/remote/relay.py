@@ -1,15 +1,17 @@
-"""The office's side of a remote desk's `hive`: run the verb here, as the desk.
+"""The office's side of a remote desk's `hive` verb that runs in a process of its own.
 
-A remote host has no hive files, so `hive` there relays each verb over the desk's
-forwarded control socket (relay_client.py). The control server accepts cmd "hive" only
-on a desk's own socket and only once the claim is checked (control.decide_desk); then
-this runs the office's own `hive` console script as a child, with HIVE_HOME the office's
-home, HIVE_AGENT_ID the desk and HIVE_SECRET its current secret, so the child proves
-itself to the office as every local verb does. Its cwd is the office home (the remote
-cwd is not on this machine; the child gets it as HIVE_REMOTE_CWD, and a file named on
-the command line is refused there, cli/common.py). stdin, stdout and stderr go over the
-connection in frames (relay_client.py: type, length, data; the exit code last); a client
-that goes away, or sends what is not a stdin frame, gets its child killed.
+A remote host has no hive files, so `hive` there sends each verb over the desk's
+forwarded control socket (hive_client/client.py). The office runs most of them itself,
+as the desk (office/verbs.py); those the thin client keeps in the caller's process
+(hive_client.client.LOCAL: `hive mcp`, `log -f`, ...) cannot run on the host, so this
+runs the office's own `hive` console script as a child for them, once the claim is
+checked (control.decide_desk), with HIVE_HOME the office's home, HIVE_AGENT_ID the desk
+and HIVE_SECRET its current secret, so the child proves itself to the office as every
+local verb does. Its cwd is the office home (the remote cwd is not on this machine; the
+child gets it as HIVE_REMOTE_CWD, and a file named on the command line is refused there,
+cli/common.py). stdin, stdout and stderr go over the connection in frames (the client's
+wire: WANT at once, since the child may read stdin any time; the exit code last); a
+client that goes away, or sends what is not a stdin frame, gets its child killed.
 """
 
 from __future__ import annotations
@@ -23,17 +25,18 @@ import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from hive_core.cli.common import REFUSED, RELAYED_ENV
-from hive_core.remote.relay_client import (
-    EXIT,
-    EXIT_CODE,
+from hive_client.client import (
     FRAME_MAX,
-    HEADER,
+    HEADER_SIZE,
     STDERR,
     STDIN,
     STDOUT,
+    WANT,
+    exit_frame,
     frame,
+    header,
 )
+from hive_core.cli.common import REFUSED, RELAYED_ENV
 from hive_core.schema import ControlRequest
 
 # Which of the remote `hive`'s stdin, stdout, stderr were terminals ("stdin,stdout").
@@ -108,10 +111,12 @@ class Relay:
             text = f"hive: the office cannot run `hive` ({e}); reinstall hive-office there.\n"
             with contextlib.suppress(ConnectionError):
                 writer.write(frame(STDERR, text.encode()[:FRAME_MAX]))
-                writer.write(frame(EXIT, EXIT_CODE.pack(REFUSED)))
+                writer.write(exit_frame(REFUSED))
                 await writer.drain()
             return
         self._children[proc] = desk
+        with contextlib.suppress(ConnectionError):
+            writer.write(frame(WANT))
         feeding = asyncio.create_task(self._feed(reader, proc))
         try:
             assert proc.stdout is not None and proc.stderr is not None
@@ -121,7 +126,7 @@ class Relay:
             )
             code = exit_code(await proc.wait())
             with contextlib.suppress(ConnectionError):
-                writer.write(frame(EXIT, EXIT_CODE.pack(code)))
+                writer.write(exit_frame(code))
                 await writer.drain()
         finally:
             feeding.cancel()
@@ -138,7 +143,7 @@ class Relay:
         stdin = proc.stdin
         try:
             while True:
-                kind, size = HEADER.unpack(await reader.readexactly(HEADER.size))
+                kind, size = header(await reader.readexactly(HEADER_SIZE))
                 if kind != STDIN or size > FRAME_MAX:
                     break
                 data = await reader.readexactly(size) if size else b""

@@ -206,9 +206,10 @@ def test_another_desks_claim_on_this_socket_is_refused(served: Served, short_tmp
     assert served.sent("pam") == [] and served.sent("jim") == []
     assert served.inbox("michael") == []
 
-    # The office's own control socket does not relay at all.
-    main = remote_hive(short_tmp, served.paths.control_socket, "inbox", secret=served.secret("jim"))
-    assert main.returncode == 1 and "relayed only" in main.stderr, main.stderr
+    # The office's own control socket runs a verb as the process it attributes (this
+    # one is the person's), never as a desk: the same forged claim is refused there.
+    main = remote_hive(short_tmp, served.paths.control_socket, "inbox", secret=served.secret("pam"))
+    assert main.returncode == 1 and "stale or forged" in main.stderr, main.stderr
 
 
 def test_a_hook_frame_for_another_agent_gets_no_answer_on_a_desk_socket(served: Served) -> None:

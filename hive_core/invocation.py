@@ -1,0 +1,64 @@
+"""Whose `hive` verb this thread runs: the process's own, or a caller's the office runs.
+
+A `hive` process reads its environment and cwd and asks the office over the control
+socket who it is. When the office runs the verb instead (the thin `hive`,
+hive_core/office/verbs.py), the thread running it is the office's, whose environment,
+cwd and process say nothing of the caller: the verb reads them here, from the
+Invocation the office set for that thread, and the office's questions (whoami, the
+person's check) are answered as the caller the control socket attributed
+(control.ControlServer.decide), never as the office's own process.
+
+Standard library only, and cheap: every `hive` process imports it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator, Mapping
+from contextvars import ContextVar
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from hive_core.schema import ControlReply, ControlRequest
+
+
+class Invocation(NamedTuple):
+    """A verb the office runs for a caller: its office home, the environment it claims
+    (HIVE_AGENT_ID, HIVE_SECRET; a remote desk's HIVE_REMOTE_CWD), its cwd, and the
+    office's answer to a control request as that caller."""
+
+    home: Path
+    env: Mapping[str, str]
+    cwd: str
+    ask: Callable[[ControlRequest], ControlReply]
+
+
+_current: ContextVar[Invocation | None] = ContextVar("hive_invocation", default=None)
+
+
+def current() -> Invocation | None:
+    return _current.get()
+
+
+def getenv(name: str) -> str | None:
+    """The caller's environment variable `name`."""
+    invocation = _current.get()
+    return (os.environ if invocation is None else invocation.env).get(name)
+
+
+def getcwd() -> str:
+    """The caller's working directory."""
+    invocation = _current.get()
+    return os.getcwd() if invocation is None else invocation.cwd
+
+
+@contextlib.contextmanager
+def running(invocation: Invocation) -> Iterator[None]:
+    """Run the block (on this thread) as `invocation`'s verb."""
+    token = _current.set(invocation)
+    try:
+        yield
+    finally:
+        _current.reset(token)

@@ -1,0 +1,339 @@
+"""The office's side of the thin `hive` (hive_client/client.py): the verb runs here.
+
+The control server takes cmd "hive" on each of its sockets and attributes the caller
+as for any request (control.py); this runs the verb on a worker thread, never on the
+loop, with the same code a `hive` process runs (cli/hive.run), as that caller:
+
+- its identity: every question the verb asks the office (whoami, the person's check)
+  is answered as the connection's caller (control.VerbCall.ask), not over a socket from
+  this process, which is the office's own; what the caller's environment claims
+  (HIVE_AGENT_ID, HIVE_SECRET) is checked by whoami as a `hive` process's claim is;
+- its environment and cwd: the caller's (hive_core/invocation.py), with this office's
+  home, the only one it serves;
+- its streams: stdout and stderr go to the connection as frames as they are written;
+  stdin is asked for (WANT) the first time the verb reads it and read from the
+  connection, so a verb that never reads it leaves the caller's stdin alone.
+
+A remote desk's verb runs here as the desk, as a verb relayed from its host (files named
+on its command line are refused, its cwd is the host's: cli/common.py); the verbs the
+thin client keeps in the caller's process (hive_client.client.LOCAL) run for a desk in a
+process of their own (remote/relay.py), since its host has no office files.
+
+Output has no backpressure: a verb's output is what it prints for one command, and the
+office holds it until the connection takes it. A caller that goes away does not stop a
+verb that has started (a thread cannot be killed); its output is dropped and its stdin
+ends. The office, stopping, waits for the verbs it took (`close`) so that a verb it
+accepted is done and its caller told, and one it did not is not done at all: the
+caller then waits for the next office (client.WAIT_S) and sends it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import io
+import queue
+import sys
+import threading
+import traceback
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from hive_client.client import (
+    FRAME_MAX,
+    HEADER_SIZE,
+    REFUSED,
+    STDERR,
+    STDIN,
+    STDOUT,
+    WANT,
+    exit_frame,
+    frame,
+    header,
+    runs_in_office,
+    split_home,
+)
+from hive_core import invocation
+from hive_core.caller import ANSWER_TIMEOUT_S
+from hive_core.cli.common import RELAYED_ENV
+from hive_core.control import VerbCall
+from hive_core.remote.relay import Relay
+from hive_core.schema import ControlReply, ControlRequest
+
+# Verbs running at once; more wait for a thread. A verb takes milliseconds (the ones
+# that live long stay in the caller's process, hive_client.client.LOCAL).
+WORKERS = 4
+# Stdin frames held for a verb that has not read them yet (a megabyte): a caller
+# pouring stdin faster than the verb reads it waits.
+STDIN_HELD = 16
+STDIN_POLL_S = 0.1
+# How long the office, stopping, lets the verbs it took finish.
+CLOSE_WAIT_S = 10.0
+
+
+class Verbs:
+    """Runs `hive` verbs for the control servers (their `relay`)."""
+
+    def __init__(self, home: Path, secret_of: Callable[[str], str | None], relay: Relay) -> None:
+        self.home = home
+        self._secret_of = secret_of
+        self._relay = relay
+        self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="hive-verb")
+        self._calls: set[asyncio.Task[Any]] = set()
+        # The first verb should not wait for the CLI's imports.
+        self._pool.submit(_warm)
+
+    async def __call__(
+        self, call: VerbCall, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        if call.desk is not None and not runs_in_office(split_home(list(call.req.argv))[1]):
+            await self._relay(call.desk, call.req, reader, writer)
+            return
+        task = asyncio.current_task()
+        if task is not None:
+            self._calls.add(task)
+        try:
+            await self._run(call, reader, writer)
+        finally:
+            if task is not None:
+                self._calls.discard(task)
+
+    async def _run(
+        self, call: VerbCall, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        streams = Streams(loop, writer, call.req.tty)
+        ask = call.ask
+
+        def asked(req: ControlRequest) -> ControlReply:
+            # On the verb's thread: the loop answers, as it answers the control socket.
+            return asyncio.run_coroutine_threadsafe(ask(req), loop).result(ANSWER_TIMEOUT_S)
+
+        running = invocation.Invocation(self.home, self._env(call), self._cwd(call), asked)
+        # The office's home first: a --home of the caller's after it wins, and is refused
+        # unless it is this one (cli/common.office_paths).
+        argv = ["--home", str(self.home), *call.req.argv]
+        feeding = asyncio.create_task(streams.feed(reader))
+        try:
+            code = await loop.run_in_executor(self._pool, run_verb, argv, running, streams)
+        finally:
+            feeding.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await feeding
+        with contextlib.suppress(ConnectionError):
+            writer.write(exit_frame(code))
+            await writer.drain()
+
+    def _env(self, call: VerbCall) -> dict[str, str]:
+        env = {"HIVE_HOME": str(self.home)}
+        if call.desk is not None:
+            # As the desk (decide_desk checked its claim): its host's cwd tells the verb
+            # it is relayed, so it names no file of this machine.
+            env.update(
+                HIVE_AGENT_ID=call.desk,
+                HIVE_SECRET=self._secret_of(call.desk) or "",
+                **{RELAYED_ENV: call.req.cwd},
+            )
+            return env
+        if call.req.agent is not None:
+            env["HIVE_AGENT_ID"] = call.req.agent
+        if call.req.secret:
+            env["HIVE_SECRET"] = call.req.secret
+        return env
+
+    def _cwd(self, call: VerbCall) -> str:
+        if call.desk is not None or not call.req.cwd.startswith("/"):
+            return str(self.home)  # the host's cwd is not on this machine
+        return call.req.cwd
+
+    async def close(self) -> None:
+        """Let the verbs taken finish (a bounded wait; one taken meanwhile is waited
+        for too), then let the threads go."""
+        deadline = asyncio.get_running_loop().time() + CLOSE_WAIT_S
+        while self._calls:
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                break
+            await asyncio.wait(list(self._calls), timeout=left)
+        self._pool.shutdown(wait=False)
+
+
+class Streams:
+    """One verb's stdin, stdout and stderr over its connection."""
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, writer: asyncio.StreamWriter, tty: Sequence[bool]
+    ) -> None:
+        self.tty = [i < len(tty) and tty[i] for i in range(3)]
+        self._loop = loop
+        self._writer = writer
+        self._stdin: queue.Queue[bytes] = queue.Queue(STDIN_HELD)
+        self._asked = False
+        self._ended = False  # the caller's stdin ended, or the caller went away
+
+    # --- on the verb's thread ---
+
+    def send(self, data: bytes) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop is gone: nobody to show it to
+            self._loop.call_soon_threadsafe(self._put, data)
+
+    def _put(self, data: bytes) -> None:
+        if not self._writer.is_closing():
+            self._writer.write(data)
+
+    def read(self) -> bytes:
+        """The next piece of the caller's stdin; b"" at its end."""
+        if not self._asked:
+            self._asked = True
+            self.send(frame(WANT))
+        while True:
+            try:
+                return self._stdin.get(timeout=STDIN_POLL_S)
+            except queue.Empty:
+                if self._ended:
+                    return b""
+
+    # --- on the loop ---
+
+    async def feed(self, reader: asyncio.StreamReader) -> None:
+        """The caller's stdin frames, until their end or the connection's."""
+        try:
+            while True:
+                kind, size = header(await reader.readexactly(HEADER_SIZE))
+                if kind != STDIN or size > FRAME_MAX:
+                    break
+                data = await reader.readexactly(size) if size else b""
+                while True:
+                    try:
+                        self._stdin.put_nowait(data)
+                        break
+                    except queue.Full:
+                        await asyncio.sleep(STDIN_POLL_S)
+                if not data:
+                    return
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            self._ended = True
+
+
+class _Out(io.RawIOBase):
+    def __init__(self, streams: Streams, kind: int) -> None:
+        self._streams = streams
+        self._kind = kind
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b: Any) -> int:
+        data = bytes(b)
+        for at in range(0, len(data), FRAME_MAX):
+            self._streams.send(frame(self._kind, data[at : at + FRAME_MAX]))
+        return len(data)
+
+    def isatty(self) -> bool:
+        return self._streams.tty[self._kind]
+
+
+class _In(io.RawIOBase):
+    def __init__(self, streams: Streams) -> None:
+        self._streams = streams
+        self._held = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        data = self._held or self._streams.read()
+        size = min(len(b), len(data))
+        b[:size] = data[:size]
+        self._held = data[size:]
+        return size
+
+    def isatty(self) -> bool:
+        return self._streams.tty[0]
+
+
+# --- the office's sys.stdin, sys.stdout, sys.stderr ---------------------------------------
+
+_bound = threading.local()
+_installing = threading.Lock()
+_NAMES = ("stdin", "stdout", "stderr")
+
+
+class _Proxy:
+    """sys.stdout (or stdin, stderr) of the office: on a thread running a verb, that
+    verb's; anywhere else, what it stood in for."""
+
+    def __init__(self, name: str, fallback: Any) -> None:
+        self._name = name
+        self._fallback = fallback
+
+    def __getattr__(self, attr: str) -> Any:
+        target = getattr(_bound, self._name, None)
+        return getattr(self._fallback if target is None else target, attr)
+
+
+def _install() -> None:
+    """Stand in for sys's streams (again, if something replaced them since)."""
+    with _installing:
+        for name in _NAMES:
+            stream = getattr(sys, name)
+            if not isinstance(stream, _Proxy):
+                setattr(sys, name, _Proxy(name, stream))
+
+
+def _warm() -> None:
+    for module in ("hive_core.cli.hive", "hive_core.cli.mail_cmd", "hive_core.cli.group"):
+        importlib.import_module(module)
+
+
+def run_verb(argv: list[str], running: invocation.Invocation, streams: Streams) -> int:
+    """On a worker thread: `hive ARGV` as `running`'s caller, its streams `streams`;
+    its exit code."""
+    from hive_core.cli import hive  # the whole CLI: imported once, on the first verb
+
+    _install()
+    out = io.TextIOWrapper(
+        io.BufferedWriter(_Out(streams, STDOUT), FRAME_MAX), encoding="utf-8", errors="replace"
+    )
+    err = io.TextIOWrapper(
+        io.BufferedWriter(_Out(streams, STDERR)),
+        encoding="utf-8",
+        errors="replace",
+        line_buffering=True,
+    )
+    stdin = io.TextIOWrapper(io.BufferedReader(_In(streams)), encoding="utf-8")
+    _bound.stdin, _bound.stdout, _bound.stderr = stdin, out, err
+    try:
+        with invocation.running(running):
+            try:
+                hive.run(argv)
+                code = 0
+            except SystemExit as e:
+                code = _exit_code(e.code, err)
+            except KeyboardInterrupt:
+                code = 130
+            except Exception:
+                # As an uncaught exception ends a `hive` process: its traceback, code 1.
+                traceback.print_exc(file=err)
+                code = REFUSED
+        for stream in (out, err):
+            with contextlib.suppress(ValueError, OSError):
+                stream.flush()
+    finally:
+        _bound.stdin = _bound.stdout = _bound.stderr = None
+    return code
+
+
+def _exit_code(code: object, err: io.TextIOWrapper) -> int:
+    """SystemExit's code as the process would end with it."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    print(code, file=err)
+    return REFUSED
