@@ -9,7 +9,8 @@ A client never slows the agents or the other clients. Each has its own transport
 buffer; past OUTPUT_QUEUE_MAX pending bytes the pane output meant for it is dropped
 and the pane marked stale, and once the buffer drains below a quarter of that it gets
 a fresh Snapshot of each stale pane instead of the bytes it missed (the snapshots of
-an attach are paced the same way). Small messages
+an attach are paced the same way). At most conncap.CONNECTIONS_MAX connections are
+held: past it the oldest that has not said Hello is dropped for room. Small messages
 (agent changes, notices, replies) still queue while it is behind; a client that lets
 HELD_MAX of them pile up has stopped reading and is dropped.
 
@@ -62,6 +63,7 @@ from hive_core.clients.protocol import (
     version_refusal,
 )
 from hive_core.clients.screens import Screens
+from hive_core.conncap import ConnectionCap, raise_fd_limit
 from hive_core.control import STRAY, Here, Peer, ancestry, attribute, socket_identity
 from hive_core.cost import Sum
 from hive_core.fsio import atomic_write
@@ -227,6 +229,13 @@ class ClientServer:
         self._exited: dict[str, bool] = {}
         self._known = set(states)
         self._tasks: set[asyncio.Task[None]] = set()
+        # Attached clients are being served; one that has not said Hello yet is silent.
+        self._cap: ConnectionCap[_Client] = ConnectionCap(
+            path.name,
+            # Quietly: the cap tells of the flood once, not a line a connection.
+            evict=lambda client: self._close(client, flush=False),
+            told=log,
+        )
 
     @property
     def attached(self) -> int:
@@ -235,6 +244,7 @@ class ClientServer:
     # --- the socket --------------------------------------------------------------------
 
     async def start(self) -> None:
+        raise_fd_limit()
         self.path.unlink(missing_ok=True)
         loop = asyncio.get_running_loop()
         old_umask = os.umask(0o177)  # the socket is 0600 from its first moment
@@ -272,6 +282,14 @@ class ClientServer:
 
     def connected(self, client: _Client) -> None:
         assert client.transport is not None
+        # Counted before anything is asked of the kernel about it: a flood costs no
+        # /proc walk past the cap.
+        if not self._cap.admit(client):
+            client.send(
+                Refused(why=f"refused: the office holds {self._cap.limit} clients already.")
+            )
+            self._close(client)
+            return
         sock: socket.socket | None = client.transport.get_extra_info("socket")
         why: str | None = "refused: the office cannot see who is connecting."
         if sock is not None:
@@ -329,6 +347,7 @@ class ClientServer:
             self._close(client)
             return
         client.hello = hello
+        self._cap.spoke(client)
         self._pending.discard(client)
         self._clients.add(client)
         client.send(self._welcome())
@@ -397,6 +416,7 @@ class ClientServer:
 
     def _close(self, client: _Client, *, flush: bool = True) -> None:
         client.closed = True
+        self._cap.left(client)
         self._clients.discard(client)
         self._pending.discard(client)
         if client.transport is not None:

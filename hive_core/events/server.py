@@ -17,6 +17,10 @@ person's but what escaped the office's tree, the documented limit).
 A remote desk X has a hook socket of its own (run/desks/X.hook.sock, forwarded by its ssh
 link from the host): a frame there must be X's (`desk_refusal`), so another desk cannot
 use X's link, whatever secret it holds; it is refused like a bad secret, told once.
+
+A socket holds at most conncap.CONNECTIONS_MAX connections: past it the oldest that has
+sent nothing is closed (a flood of idle connections must not take the office's file
+descriptors), told in the log once a flood.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from typing import Any
 
 import msgspec
 
+from hive_core.conncap import ConnectionCap, raise_fd_limit
 from hive_core.control import Attributed, socket_identity
 from hive_core.schema import HOOK_FRAME_MAX, ControlReply, HookFrame, HookReply
 
@@ -74,8 +79,12 @@ class HookServer:
         self._failed = failed
         self._server: asyncio.AbstractServer | None = None
         self._bound: tuple[int, int] | None = None
+        self._cap: ConnectionCap[asyncio.Task[None]] = ConnectionCap(
+            path.name, evict=lambda task: task.cancel(), told=lambda line: rejected("?", line)
+        )
 
     async def start(self) -> None:
+        raise_fd_limit()
         folder = self.path.parent
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         folder.chmod(0o700)
@@ -108,6 +117,11 @@ class HookServer:
         self.path.unlink(missing_ok=True)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        if not self._cap.admit(task):
+            writer.close()
+            return
         try:
             try:
                 line = await asyncio.wait_for(reader.readline(), READ_TIMEOUT_S)
@@ -115,6 +129,7 @@ class HookServer:
                 # StreamReader's limit: the line is longer than HOOK_FRAME_MAX.
                 self._rejected("?", f"a frame over {HOOK_FRAME_MAX} bytes")
                 return
+            self._cap.spoke(task)
             reply = await self._answer(line, writer.get_extra_info("socket"))
             if reply is not None:
                 writer.write(_encode(reply) + b"\n")
@@ -122,9 +137,12 @@ class HookServer:
         except (TimeoutError, ConnectionError):
             pass
         finally:
+            # Taken back by the cap (cancelled): closed without waiting on the peer.
+            self._cap.left(task)
             writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
+            if not task.cancelling():
+                with contextlib.suppress(Exception):
+                    await writer.wait_closed()
 
     async def _answer(self, line: bytes, sock: socket.socket | None = None) -> HookReply | None:
         try:
