@@ -157,6 +157,32 @@ def refusal(lease: Lease) -> str:
     )
 
 
+def whole(pattern: str) -> bool:
+    """Whether `pattern` names nothing but the whole tree: no plain character of its own
+    beside wildcards, character classes and `/` (`*`, `**`, `*/*`, `?*`, `[a-z]*`, and
+    `*`, what `/`, `.` and the top of a worktree are leased as). Such a lease would hold
+    every file any other agent might edit."""
+    return not any(
+        token is not None and not token[0] and len(token[1]) == 1 and token[1] != _SLASH
+        for token in _tokens(pattern)
+    )
+
+
+def too_wide(repo: str, pattern: str) -> str | None:
+    """The sentence refusing a lease on the whole of a repository (or of the machine, or
+    of a remote host), or None."""
+    if not whole(pattern):
+        return None
+    where = {OUTSIDE: "the whole machine"}.get(repo) or (
+        f"everything on {repo.removesuffix(':')}" if repo.endswith(":") else "the whole repository"
+    )
+    return (
+        f"A lease on {shown(repo, pattern)} would cover {where} and block every other "
+        "agent's edits; lease the paths you will edit (a file, a folder, or a pattern such "
+        "as src/*.py)."
+    )
+
+
 def take(
     leases: Sequence[Lease],
     wanted: Sequence[tuple[str, str]],
@@ -170,7 +196,11 @@ def take(
 ) -> list[Lease]:
     """`leases` (dead ones dropped) with `who` holding each (repo, pattern) of `wanted`
     (renewed if it already holds that one); LeaseRefused with `refusal` if another's
-    lease overlaps any of them, and then nothing is taken."""
+    lease overlaps any of them, or `too_wide` for a pattern of the whole tree, and then
+    nothing is taken."""
+    for repo, pattern in wanted:
+        if (why := too_wide(repo, pattern)) is not None:
+            raise LeaseRefused(why)
     kept = live(leases, now, done)
     for repo, pattern in wanted:
         for lease in kept:
@@ -238,6 +268,7 @@ def without_holder(leases: Sequence[Lease], who: str) -> list[Lease]:
 # not in it if negated. A plain character is (False, {c}); "?" is (True, {}).
 _Token = tuple[bool, frozenset[str]] | None
 _NONE: frozenset[str] = frozenset()
+_SLASH = frozenset("/")
 
 
 @lru_cache(maxsize=1024)
