@@ -10,8 +10,8 @@ the live stream. Everything else a client sends may come in any order after that
                       Notice, ActionReply, Bye
 
 Decoding is bounded: `FrameReader` never holds more than one frame of `MAX_FRAME`
-bytes and raises only `ProtocolError`, so a peer sending garbage costs its own
-connection and nothing else. Nothing here touches a socket.
+bytes and raises only `ProtocolError` (a deeply nested frame too), so a peer sending
+garbage costs its own connection and nothing else. Nothing here touches a socket.
 """
 
 from __future__ import annotations
@@ -295,6 +295,10 @@ class FrameReader(Generic[M]):
                     out.append(self._decode(bytes(buf[at + HEADER : end])))
                 except (msgspec.DecodeError, msgspec.ValidationError) as e:
                     raise ProtocolError(f"not a message of this protocol: {e}") from None
+                except RecursionError:
+                    # Arrays nested deeper than the stack (msgspec walks even the
+                    # fields it skips): a bad frame like any other, never a traceback.
+                    raise ProtocolError("a frame nested too deeply to decode") from None
                 at = end
         finally:
             del buf[:at]
