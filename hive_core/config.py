@@ -8,7 +8,18 @@ from pathlib import Path
 
 import msgspec
 
-from hive_core.schema import RESERVED_IDS, AgentSpec, OfficeConfig, is_agent_id
+from hive_core.schema import (
+    ENV_KEY_RE,
+    ENV_LOADER_KEYS,
+    ENV_LOADER_PREFIX,
+    ENV_OFFICE_PREFIX,
+    NAME_MAX,
+    RESERVED_IDS,
+    ROLE_MAX,
+    AgentSpec,
+    OfficeConfig,
+    is_agent_id,
+)
 
 
 class ConfigError(Exception):
@@ -140,6 +151,22 @@ def check_office(config: OfficeConfig) -> list[Problem]:
                 ("agents", str(i), "id", f"agent id {spec.id!r} appears twice; ids must be unique.")
             )
         seen.add(spec.id)
+        who = f"agent {spec.id}" if is_agent_id(spec.id) else f"agent #{i + 1}"
+        for key, text, limit in (("name", spec.name, NAME_MAX), ("role", spec.role, ROLE_MAX)):
+            if len(text) > limit or not text.isprintable():
+                problems.append(
+                    (
+                        "agents",
+                        str(i),
+                        key,
+                        f"{who}'s {key} is {len(text)} characters"
+                        f"{'' if text.isprintable() else ' with a line break or control character'}"
+                        f": write it as one line of at most {limit} printable characters.",
+                    )
+                )
+        for key, value in spec.env.items():
+            if (why := env_problem(who, key, value)) is not None:
+                problems.append(("agents", str(i), "env", why))
         if spec.host is not None and (
             not spec.host.strip()
             or spec.host.startswith("-")
@@ -236,6 +263,33 @@ def check_office(config: OfficeConfig) -> list[Problem]:
             )
         )
     return problems
+
+
+def env_problem(who: str, key: str, value: str) -> str | None:
+    """Why `key = value` may not be in an agent's `env` (schema.py says which and why),
+    as the sentence for office.toml; None if it may."""
+    shown = ascii(key[:40] + ("..." if len(key) > 40 else ""))
+    if not ENV_KEY_RE.match(key):
+        return (
+            f"{who}'s env key {shown} is not a variable name: use letters, digits and '_', "
+            "not starting with a digit."
+        )
+    if "\0" in value:
+        return (
+            f"{who}'s env {key} holds a NUL character, which no environment can carry; remove it."
+        )
+    if key.startswith(ENV_OFFICE_PREFIX):
+        return (
+            f"{who}'s env sets {key}, which belongs to the office (it gives every desk its "
+            f"{ENV_OFFICE_PREFIX} variables itself): remove {key} from that agent's env."
+        )
+    if key.startswith(ENV_LOADER_PREFIX) or key in ENV_LOADER_KEYS:
+        return (
+            f"{who}'s env sets {key}, which makes every program started with it load code "
+            "before it runs, the office's own checks included: remove it from that agent's "
+            "env (a wrapper script as the agent's `command` can set it for the agent alone)."
+        )
+    return None
 
 
 def agent(config: OfficeConfig, agent_id: str) -> AgentSpec | None:

@@ -20,7 +20,9 @@ import msgspec
 from hive_core.config import check_office
 from hive_core.fsio import atomic_write
 from hive_core.schema import (
+    NAME_MAX,
     RESERVED_IDS,
+    ROLE_MAX,
     AgentSpec,
     ControlRequest,
     OfficeConfig,
@@ -29,9 +31,6 @@ from hive_core.schema import (
 )
 
 PROVIDERS: tuple[str, ...] = get_args(Provider)
-# A name or role is one line of the roster and the map: short enough to show.
-NAME_MAX = 64
-ROLE_MAX = 200
 
 
 class HireRefused(Exception):

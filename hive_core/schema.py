@@ -15,7 +15,22 @@ import msgspec
 
 # --- limits and names (one fact, one place) -------------------------------------------
 
-AGENT_ID_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
+# \Z, not $: `$` also matches before a final newline, and "jim\n" is not an id.
+AGENT_ID_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}\Z")
+# An agent's name and role (office.toml, `hire`): one line each, on the floor and in
+# every roster.
+NAME_MAX = 64
+ROLE_MAX = 200
+# An agent's `env` may not set these. HIVE_*: the office gives each desk its HIVE_
+# variables itself (its id, secret, sockets, home). The dynamic loader's LD_* and the
+# few others that make a program load code before it runs (GCONV_PATH: glibc's charset
+# modules; BASH_ENV: a script every non-interactive bash runs first): the office also
+# starts programs with an agent's env (doctor's CLI checks, usage reads, login), and
+# such a variable would run code inside them.
+ENV_OFFICE_PREFIX = "HIVE_"
+ENV_LOADER_PREFIX = "LD_"
+ENV_LOADER_KEYS = frozenset({"GCONV_PATH", "BASH_ENV"})
+ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 RESERVED_IDS = frozenset({"human", "god", "broadcast", "triage", "router", "all"})
 # Addresses a message may carry besides an agent id.
 SPECIAL_RECIPIENTS = frozenset({"god", "human", "broadcast", "triage"})
