@@ -11,9 +11,11 @@ recent past, `LogFollower` for what comes next (it notices a rotation).
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import re
+import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -30,14 +32,56 @@ LOG_ROTATE_BYTES = 256 << 10
 _SEGMENT = re.compile(r"(\d+)\.jsonl")
 
 
+class UnsafeLog(Exception):
+    """The log's folder or live file is not what the office made (a symbolic link, a
+    file for the folder): nothing is rotated. The message is the sentence to report."""
+
+
 def segments(paths: HivePaths) -> list[Path]:
-    """The rotated segments, oldest first."""
+    """The rotated segments, oldest first (none while `log/` is a symbolic link: its
+    files are not the hive's)."""
     try:
-        names = os.listdir(paths.log_segments)
-    except (FileNotFoundError, NotADirectoryError):
+        fd = os.open(
+            paths.log_segments, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+        )
+    except OSError:
         return []
+    try:
+        names = os.listdir(fd)
+    finally:
+        os.close(fd)
     numbered = sorted((int(m.group(1)), n) for n in names if (m := _SEGMENT.fullmatch(n)))
     return [paths.log_segments / name for _, name in numbered]
+
+
+def _kind(mode: int, wanted: str) -> str:
+    return "a symbolic link" if stat.S_ISLNK(mode) else f"not a {wanted}"
+
+
+def log_problem(folder: int | None, live: int | None) -> str | None:
+    """Why the log may not be rotated, from the modes (lstat, never followed) of `log/`
+    and `log.jsonl` in the hive (None: missing); None if it may. Rotation renames the
+    live file into the folder: through a link that would put the office's log, and
+    every segment after it, wherever the link points."""
+    if folder is not None and not stat.S_ISDIR(folder):
+        return (
+            f"the hive's log/ folder is {_kind(folder, 'folder')}, so the office does not rotate its "
+            "log into it (nothing is written outside the hive): move hive/log aside and "
+            "the office makes the folder again at its next commit."
+        )
+    if live is not None and not stat.S_ISREG(live):
+        return (
+            f"the hive's log.jsonl is {_kind(live, 'regular file')}, so the office does not "
+            "rotate it: move hive/log.jsonl aside and the office starts a new one."
+        )
+    return None
+
+
+def _lstat_mode(name: str, folder: int) -> int | None:
+    try:
+        return os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode
+    except FileNotFoundError:
+        return None
 
 
 def _claims_in_progress(paths: HivePaths) -> bool:
@@ -55,29 +99,86 @@ def _claims_in_progress(paths: HivePaths) -> bool:
 
 def rotate_if_due(paths: HivePaths, limit: int = LOG_ROTATE_BYTES) -> list[Path]:
     """Move the live log into the next segment if it has reached `limit` and no claim
-    is in progress. Returns the paths that changed (for the committer).
+    is in progress. Returns the paths that changed (for the committer). UnsafeLog (and
+    nothing moved) if `log/` or `log.jsonl` is a link or the wrong kind of file: every
+    name is looked up from the hive's own folder and never followed.
 
     Call it on the loop that routes: the router's appends then never race the rename.
     (A line another thread appends during the rename lands at the end of the segment,
     still in the log, and that segment is committed again once.)"""
+    live_name, folder_name = paths.log.name, paths.log_segments.name
     try:
-        if paths.log.stat().st_size < limit or _claims_in_progress(paths):
+        hive = os.open(paths.hive, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as err:
+        log.warning("log rotation failed: %s", err)
+        return []
+    try:
+        live = _lstat_mode(live_name, hive)
+        if (why := log_problem(_lstat_mode(folder_name, hive), live)) is not None:
+            raise UnsafeLog(why)
+        if live is None:
             return []
-        paths.log_segments.mkdir(mode=0o700, exist_ok=True)
-        existing = segments(paths)
-        number = int(existing[-1].stem) + 1 if existing else 1
-        segment = paths.log_segments / f"{number:04d}.jsonl"
-        if segment.exists():
-            raise FileExistsError(f"{segment} exists but is not numbered like a segment")
-        os.rename(paths.log, segment)
+        if os.stat(live_name, dir_fd=hive, follow_symlinks=False).st_size < limit:
+            return []
+        if _claims_in_progress(paths):
+            return []
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(folder_name, 0o700, dir_fd=hive)
+        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            folder = os.open(folder_name, flags, dir_fd=hive)
+        except OSError as err:
+            if err.errno in (errno.ELOOP, errno.ENOTDIR):  # swapped for a link just now
+                raise UnsafeLog(log_problem(stat.S_IFLNK, None) or "") from None
+            raise
+        try:
+            numbers = [int(m.group(1)) for n in os.listdir(folder) if (m := _SEGMENT.fullmatch(n))]
+            segment = f"{max(numbers, default=0) + 1:04d}.jsonl"
+            if _lstat_mode(segment, folder) is not None:
+                raise FileExistsError(f"{segment} exists but is not numbered like a segment")
+            os.rename(live_name, segment, src_dir_fd=hive, dst_dir_fd=folder)
+        finally:
+            os.close(folder)
         # An appender may have created the new live file already; it is never replaced.
         with contextlib.suppress(FileExistsError):
-            os.close(os.open(paths.log, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            new = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            os.close(os.open(live_name, new, 0o600, dir_fd=hive))
     except OSError as err:
         # The log only grows on; the next commit tries again.
         log.warning("log rotation failed: %s", err)
         return []
-    return [segment, paths.log]
+    finally:
+        os.close(hive)
+    return [paths.log_segments / segment, paths.log]
+
+
+class LogRotation:
+    """The office's rotation, before each commit: a log it may not rotate (UnsafeLog) is
+    said once, in the office's own log and through `report` (health), and cleared
+    (`report(None)`) once it is right again."""
+
+    def __init__(
+        self,
+        paths: HivePaths,
+        report: Callable[[str | None], None],
+        limit: int = LOG_ROTATE_BYTES,
+    ) -> None:
+        self.paths = paths
+        self.report = report
+        self.limit = limit
+        self._problem: str | None = None
+
+    def __call__(self) -> list[Path]:
+        try:
+            changed, problem = rotate_if_due(self.paths, self.limit), None
+        except UnsafeLog as unsafe:
+            changed, problem = [], str(unsafe)
+        if problem != self._problem:
+            self._problem = problem
+            if problem is not None:
+                log.warning("log not rotated: %s", problem)
+            self.report(problem)
+        return changed
 
 
 def _read(path: Path) -> bytes:

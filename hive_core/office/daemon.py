@@ -211,7 +211,7 @@ def start(
     if scope:
         argv = ["systemd-run", "--user", "--scope", "--collect", "--quiet",
                 "--unit", scope, "--", *argv]  # fmt: skip
-    log = os.open(paths.office_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    log = os.open(paths.office_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
     try:
         offset = os.fstat(log).st_size
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
@@ -289,8 +289,11 @@ def _spawn_detached(argv: list[str], log: int) -> int:
 
 
 def _rotate(log: Path) -> None:
+    """Keep the last run's log beside the new one. A symbolic link in its place (any
+    process of this user can plant one) is moved aside itself, never written through."""
     with contextlib.suppress(FileNotFoundError):
-        if log.stat().st_size > LOG_KEEP:
+        st = log.lstat()
+        if stat.S_ISLNK(st.st_mode) or st.st_size > LOG_KEEP:
             log.replace(log.with_name(log.name + ".1"))
 
 

@@ -39,7 +39,7 @@ from hive_core.hint import office_command
 from hive_core.hive import ensure_mailbox, read_registry, tighten_modes
 from hive_core.ids import new_message_id, utc_now_iso
 from hive_core.kick import KickServer
-from hive_core.logfile import rotate_if_due
+from hive_core.logfile import LogRotation
 from hive_core.mail import iter_inbox
 from hive_core.memory.keeper import MemoryKeeper
 from hive_core.memory.retention import Retention
@@ -89,9 +89,15 @@ class Office(PersonActions):
         self.config = config or load_office(paths.office_toml)
         self.with_agents = agents
         # Health is made further down; these run only once the office runs.
+        self.log_rotation = LogRotation(
+            paths,
+            report=lambda detail: (
+                self.health.report("log", detail) if detail else self.health.clear("log")
+            ),
+        )
         self.committer = Committer(
             paths.hive,
-            before_commit=lambda: self.committer.touch(*rotate_if_due(paths)),
+            before_commit=lambda: self.committer.touch(*self.log_rotation()),
             on_problem=lambda detail: self.health.report("commit", detail),
             on_ok=lambda: self.health.clear("commit"),
         )
