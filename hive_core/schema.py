@@ -166,6 +166,10 @@ class OfficeSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # folder's `bin/` comes first on the desk's PATH there (`hive-office remote-setup`
     # makes it; hive_core/remote/).
     remote_venv: str = "~/.local/share/hive-office/venv"
+    # Each local desk's processes write only its own folders and read no other agent's
+    # private memory (Landlock; docs/containment.md). false: every desk runs uncontained
+    # (the map and `why` say so).
+    contain: bool = True
 
 
 class AgentSpec(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
