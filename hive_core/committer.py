@@ -28,8 +28,13 @@ from hive_core.paths import HivePaths
 
 log = logging.getLogger(__name__)
 
+# The office's health component for what stops commits (office/wiring.py reports it).
+COMMIT_COMPONENT = "commit"
 # A lock this old that no process has open belongs to a crashed writer.
 STALE_LOCK_AGE = 5.0
+# Commits waiting on a live lock this long are a problem told to health (and doctor):
+# longer than any git the person runs by hand holds one.
+LOCK_REPORT_AFTER = 15.0
 # Backstop for changes nobody touch()ed (an agent editing its memory by hand, say).
 FULL_SWEEP_EVERY = 60.0
 BACKOFF_FIRST = 0.05
@@ -262,9 +267,10 @@ def check_repo(repo: pygit2.Repository, known_head: str | None = None) -> str | 
             f"`{git} update-ref {branch} {last}`, or start a new history with "
             f"`{git} update-ref -d {branch}` and restart the office. {paused}"
         )
-    if not isinstance(repo.get(target), pygit2.Commit):
+    damage = _damage(repo, target)
+    if damage is not None:
         return (
-            f"the last commit {target[:12]} of {branch} is missing from {hive}/.git (the "
+            f"the last commit {target[:12]} of {branch} {damage} in {hive}/.git (the "
             f"repository is damaged; `{git} fsck` lists what else is). Restore .git from a "
             f"backup, or start a new history with `{git} update-ref -d {branch}` and restart "
             f"the office. {paused}"
@@ -276,6 +282,31 @@ def check_repo(repo: pygit2.Repository, known_head: str | None = None) -> str | 
             f"back with `{git} update-ref {branch} {known_head}`, or restart the office to go "
             f"on from {target[:12]}. {paused}"
         )
+    return None
+
+
+def _damage(repo: pygit2.Repository, target: str) -> str | None:
+    """What is wrong with the commit a branch names, as the words after "the last commit
+    X of main": missing, unreadable (a garbage object), or standing on a tree or a parent
+    the repository does not have. Only this commit's own objects are read (a commit is
+    a few of them), not the history below it: git fsck is the person's to run."""
+    try:
+        commit = repo.get(target)
+        if commit is None:
+            return "is missing"
+        if not isinstance(commit, pygit2.Commit):
+            return f"is not a commit but a {commit.type_str}"
+        tree_id, parent_ids = commit.tree_id, commit.parent_ids
+    except (pygit2.GitError, ValueError, KeyError) as err:
+        return f"cannot be read ({err})"
+    try:
+        if not isinstance(repo.get(tree_id), pygit2.Tree):
+            return f"names a tree {str(tree_id)[:12]} that is missing"
+        for parent in parent_ids:
+            if not isinstance(repo.get(parent), pygit2.Commit):
+                return f"names a parent {str(parent)[:12]} that is missing"
+    except (pygit2.GitError, ValueError, KeyError) as err:
+        return f"stands on objects that cannot be read ({err})"
     return None
 
 
@@ -297,14 +328,14 @@ def _lock_paths(repo: pygit2.Repository) -> list[Path]:
     return locks
 
 
-def _open_by_any_process(path: Path) -> bool:
-    """True if some process we can see has `path` open (Linux: /proc/*/fd)."""
+def lock_holder(path: Path) -> int | None:
+    """The pid of a process we can see that has `path` open (Linux: /proc/*/fd), or None."""
     target = os.path.realpath(path)
     try:
         pids = [p for p in os.listdir("/proc") if p.isdigit()]
     except FileNotFoundError:
         # No /proc (macOS): age alone has to decide.
-        return False
+        return None
     for pid in pids:
         fd_dir = f"/proc/{pid}/fd"
         try:
@@ -315,10 +346,44 @@ def _open_by_any_process(path: Path) -> bool:
         for fd in fds:
             try:
                 if os.readlink(f"{fd_dir}/{fd}") == target:
-                    return True
+                    return int(pid)
             except OSError:
                 continue
-    return False
+    return None
+
+
+def held_lock(repo: pygit2.Repository) -> str | None:
+    """Why commits wait on a git lock, as the sentence that tells the person what to do;
+    None when none of a commit's locks is there."""
+    try:
+        locks = _lock_paths(repo)
+    except (pygit2.GitError, ValueError, KeyError):
+        locks = [Path(repo.path) / "index.lock"]
+    for lock in locks:
+        if not os.path.lexists(lock):
+            continue
+        pid = lock_holder(lock)
+        if pid is None:
+            return (
+                f"git's lock {lock} is left by a git that did not finish; commits wait until "
+                f"it is gone (the office removes it once it is {STALE_LOCK_AGE:g} s old and no "
+                f"process has it open; without an office, `rm {lock}`). The files are safe."
+            )
+        return (
+            f"git's lock {lock} is held open by process {pid} ({_command(pid)}); commits wait "
+            f"until it is gone. If that is not a git you are running, end it (`kill {pid}`) "
+            "and the office removes the lock and commits. The files are safe."
+        )
+    return None
+
+
+def _command(pid: int) -> str:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()[:200]
+    except OSError:
+        return "gone"
+    text = raw.replace(b"\0", b" ").decode("utf-8", "replace").strip()
+    return "".join(c for c in text if c.isprintable())[:80] or "unnamed"
 
 
 def _remove_stale_locks(locks: Iterable[Path]) -> None:
@@ -327,7 +392,7 @@ def _remove_stale_locks(locks: Iterable[Path]) -> None:
             age = time.time() - lock.stat().st_mtime
         except FileNotFoundError:
             continue
-        if age > STALE_LOCK_AGE and not _open_by_any_process(lock):
+        if age > STALE_LOCK_AGE and lock_holder(lock) is None:
             log.warning("removing stale git lock %s (%.0f s old, no owner)", lock, age)
             lock.unlink(missing_ok=True)
 
@@ -691,6 +756,8 @@ class Committer:
         next_full = time.monotonic()
         next_gc = time.monotonic() + (self.gc_every or 0.0)
         backoff = 0.0
+        # Since when commits have waited on a live lock (None: they do not).
+        locked_since: float | None = None
         try:
             while not stop.is_set():
                 if self.gc_every is not None and time.monotonic() >= next_gc:
@@ -716,6 +783,10 @@ class Committer:
                 except LockHeld as err:
                     backoff = min(max(backoff * 2, BACKOFF_FIRST), BACKOFF_MAX)
                     log.debug("%s; retrying in %.2f s", err, backoff)
+                    now = time.monotonic()
+                    locked_since = locked_since if locked_since is not None else now
+                    if now - locked_since >= LOCK_REPORT_AFTER:
+                        self._failed(held_lock(self._repo) or f"{err}; commits wait for it")
                     continue
                 except RepoDamaged as err:
                     backoff = min(max(backoff * 2, BACKOFF_MAX), FAILING_BACKOFF_MAX)
@@ -724,10 +795,12 @@ class Committer:
                 except (pygit2.GitError, OSError) as err:
                     backoff = min(max(backoff * 2, BACKOFF_MAX), FAILING_BACKOFF_MAX)
                     self._failed(
-                        f"commits fail ({err}); the changes are safe on disk and stay pending"
+                        f"commits fail ({err}); the changes are safe on disk and stay pending. "
+                        f"`git -C {self._root} fsck` says whether the repository is damaged."
                     )
                     continue
                 backoff = 0.0
+                locked_since = None
                 self._worked()
                 last_commit = time.monotonic()
                 if full:
@@ -740,7 +813,9 @@ class Committer:
             await asyncio.to_thread(self.flush)
         except RepoDamaged as err:
             log.error("no final commit: %s", err)
-        except (LockHeld, pygit2.GitError, OSError):
+        except LockHeld:
+            log.error("no final commit: %s", held_lock(self._repo) or "a git lock is held")
+        except (pygit2.GitError, OSError):
             log.exception("final commit failed")
 
 

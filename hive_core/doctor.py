@@ -13,7 +13,7 @@ import pygit2
 
 from hive_core.agents.providers import providers
 from hive_core.agents.supervisor import LOGIN_COMPONENT, tool_path
-from hive_core.committer import check_repo
+from hive_core.committer import COMMIT_COMPONENT, check_repo, held_lock
 from hive_core.config import ConfigError, load_office
 from hive_core.health import read_health
 from hive_core.hint import office_command
@@ -40,16 +40,23 @@ def run_checks(paths: HivePaths) -> list[Check]:
     checks.append(
         Check(True, f"office.toml: {len(config.agents)} agents, manager {config.office.manager}")
     )
+    pid = _office_pid(paths)
     try:
         repo = pygit2.Repository(str(paths.hive))
+    except pygit2.GitError:
+        checks.append(Check(False, f"{paths.hive} is not a git repo", run_init))
+    else:
         refusal = check_repo(repo)
         if refusal:
             checks.append(Check(False, refusal))
         else:
             head = "no commits yet" if repo.head_is_unborn else f"HEAD {str(repo.head.target)[:8]}"
             checks.append(Check(True, f"hive git repo at {paths.hive} ({head})"))
-    except pygit2.GitError:
-        checks.append(Check(False, f"{paths.hive} is not a git repo", run_init))
+        # A running office holds the index's lock for each commit of its own: its health
+        # says when a lock outlives that (committer.LOCK_REPORT_AFTER).
+        lock = None if pid else held_lock(repo)
+        if lock:
+            checks.append(Check(False, lock))
     # A remote desk adds its own pair (its ssh master shares no connection when too long).
     desks = [
         paths.desk_socket(a.id, kind)
@@ -72,7 +79,6 @@ def run_checks(paths: HivePaths) -> list[Check]:
                 "use a shorter --home (e.g. ~/.hive-office)",
             )
         )
-    pid = _office_pid(paths)
     checks.append(
         Check(
             True,
@@ -233,7 +239,7 @@ def _fix(paths: HivePaths, component: str, prefix: str) -> str:
         # The detail already says what to do about the cause; this is how to retry.
         spawn = office_command(paths.home, "spawn", name)
         return f"then start it again: `{spawn}` ({prefix} r in the app)"
-    if component == LOGIN_COMPONENT:
+    if component in (LOGIN_COMPONENT, COMMIT_COMPONENT):
         return ""  # the detail is the sentence that says what to do
     return "see `hive log` for the cause"
 

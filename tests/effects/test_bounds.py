@@ -7,19 +7,37 @@ nothing, write files into its own folders. Each test also proves the allowed pat
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
 
+import hive_core.committer as committer_module
 from hive_core import conncap, control
+from hive_core.committer import STALE_LOCK_AGE, Committer, RepoDamaged
 from hive_core.events import server as hook_server
 from hive_core.schema import ControlRequest
 from tests.conftest import Running
+from tests.e2e.test_git_damage import Health, doctor
+from tests.e2e.test_serve import run
+from tests.effects.test_committer import age, git, messages, repo, run_with, write
 from tests.effects.test_hook_server import hook
-from tests.support import wait_for
+from tests.support import until, wait_for
+
+__all__ = ["repo"]  # the fixture, shared with test_committer
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    home = tmp_path / "home"
+    run("hive-office", "init", home=home)
+    return home
+
 
 FLOOD = conncap.CONNECTIONS_MAX + 60
 
@@ -114,3 +132,141 @@ def test_the_office_raises_its_soft_descriptor_limit_within_the_hard_one() -> No
         assert conncap.raise_fd_limit(wanted=300) == got
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+# --- silent git faults ------------------------------------------------------------------
+
+
+def literal_commit(repo: Path, body: bytes) -> str:
+    """A commit object with these bytes, as `git hash-object --literally` writes one."""
+    return (
+        subprocess.run(
+            ["git", "-C", str(repo), "hash-object", "-t", "commit", "--literally", "-w", "--stdin"],
+            input=body,
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .strip()
+    )
+
+
+def damage_head(repo: Path, how: str) -> None:
+    """What an agent can do to the hive's .git from its shell: point main at a garbage
+    commit, or overwrite the tip's object file with garbage."""
+    tip = git(repo, "rev-parse", "HEAD").strip()
+    branch = repo / ".git" / "refs" / "heads" / "main"
+    if how == "garbage-object":
+        loose = repo / ".git" / "objects" / tip[:2] / tip[2:]
+        loose.chmod(0o644)
+        loose.write_bytes(os.urandom(200))
+    elif how == "garbage-commit":
+        branch.write_text(literal_commit(repo, b"garbage\n") + "\n")
+    elif how == "missing-parent":
+        body = (
+            f"tree {git(repo, 'rev-parse', 'HEAD^{tree}').strip()}\n"
+            f"parent {'1' * 40}\nauthor a <a@b> 1 +0000\ncommitter a <a@b> 1 +0000\n\nx\n"
+        )
+        branch.write_text(literal_commit(repo, body.encode()) + "\n")
+    elif how == "missing-tree":
+        body = f"tree {'2' * 40}\nparent {tip}\nauthor a <a@b> 1 +0000\ncommitter a <a@b> 1 +0000\n\nx\n"
+        branch.write_text(literal_commit(repo, body.encode()) + "\n")
+
+
+DAMAGE = {
+    "garbage-object": "cannot be read",
+    "garbage-commit": "cannot be read",
+    "missing-parent": f"names a parent {'1' * 12} that is missing",
+    "missing-tree": f"names a tree {'2' * 12} that is missing",
+}
+
+
+@pytest.mark.parametrize("how", list(DAMAGE))
+def test_a_damaged_head_is_refused_with_a_sentence_never_committed_on(repo: Path, how: str) -> None:
+    committer = Committer(repo)
+    head_file = repo / ".git" / "refs" / "heads" / "main"
+    good = head_file.read_text()
+    tip = good.strip()
+    loose = repo / ".git" / "objects" / tip[:2] / tip[2:]
+    kept = loose.read_bytes()
+    damage_head(repo, how)
+    damaged = head_file.read_text()
+    committer.touch(write(repo, "tasks.json", "{}"))
+    with pytest.raises(RepoDamaged) as refused:
+        committer.commit_now()
+    sentence = str(refused.value)
+    assert DAMAGE[how] in sentence and "git -C" in sentence and "fsck" in sentence
+    assert head_file.read_text() == damaged, "nothing committed on top"
+    assert committer.pending
+    # Allowed path: the repository repaired, the waiting change is committed on it.
+    loose.chmod(0o644)
+    loose.write_bytes(kept)
+    head_file.write_text(good)
+    assert committer.commit_now() is not None
+    assert messages(repo)[-1] == "tasks.json"
+    assert git(repo, "rev-parse", "HEAD^").strip() == tip
+
+
+def test_doctor_reads_a_damaged_head_as_damage_not_as_no_repository(home: Path) -> None:
+    damage_head(home / "hive", "garbage-object")
+    out = doctor(home)
+    assert "cannot be read" in out and "not a git repo" not in out
+    assert "Traceback" not in out
+
+
+def hold_open(lock: Path) -> subprocess.Popen[bytes]:
+    """A process that holds `lock` open (a git, or an agent's program, that never ends)."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", f"f = open({str(lock)!r}, 'w'); print(1, flush=True); input()"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert holder.stdout is not None and holder.stdout.readline()
+    return holder
+
+
+def test_a_held_index_lock_is_told_to_health_with_its_holder_and_cleared_when_gone(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(committer_module, "LOCK_REPORT_AFTER", 0.0)
+    monkeypatch.setattr(committer_module, "BACKOFF_MAX", 0.05)
+    health = Health()
+    committer = health.wire(Committer(repo, interval=0.05))
+    lock = repo / ".git" / "index.lock"
+    holder = hold_open(lock)
+    age(lock, STALE_LOCK_AGE * 10)  # old, yet held: never removed
+
+    async def held_then_released() -> None:
+        committer.touch(write(repo, "tasks.json", "{}"))
+        await until(None, lambda: health.problems, "the lock told to health")
+        assert f"held open by process {holder.pid}" in health.problems[0]
+        assert f"kill {holder.pid}" in health.problems[0]
+        assert messages(repo) == ["office: initialised"]
+        holder.kill()
+        holder.wait()
+        await until(None, lambda: health.cleared, "the problem to clear")
+
+    try:
+        run_with(committer, held_then_released)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert len(health.problems) == 1, "told once, not once a retry"
+    assert messages(repo)[-1] == "tasks.json"
+
+
+def test_doctor_names_a_held_index_lock_and_its_holder(home: Path) -> None:
+    lock = home / "hive" / ".git" / "index.lock"
+    assert "index.lock" not in doctor(home)
+    holder = hold_open(lock)
+    try:
+        out = doctor(home)
+        assert f"FIX  git's lock {lock} is held open by process {holder.pid}" in out, out
+    finally:
+        holder.kill()
+        holder.wait()
+    # The holder gone, what is left is named as such, with the way to remove it.
+    out = doctor(home)
+    assert "left by a git that did not finish" in out and f"`rm {lock}`" in out
+    lock.unlink()
+    assert "index.lock" not in doctor(home)
