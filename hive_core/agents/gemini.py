@@ -7,7 +7,8 @@ user's ~/.gemini or repo. The office writes, at every start:
 - `.gemini/settings.json` (Gemini's user settings layer): a command hook running
   cth-hook for SessionStart, BeforeAgent, BeforeTool, AfterTool, AfterAgent,
   Notification and SessionEnd, hooks switched on, `run_shell_command(hive)` allowed
-  without a confirmation, the update check off, and, when a key is in the desk's
+  without a confirmation, the update check off, the alternate screen unless the desk's
+  settings say otherwise (see DEFAULTS), and, when a key is in the desk's
   environment, `security.auth.selectedType` for it (so Gemini's "How would you like to
   authenticate" screen never shows). The office's keys replace their old values; every
   other key Gemini wrote there (the person's sign-in choice, a model picked in /model)
@@ -57,6 +58,7 @@ What Gemini does not offer:
 
 from __future__ import annotations
 
+import os
 import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -89,6 +91,10 @@ HOME_VAR = "GEMINI_CLI_HOME"
 # Gemini's settings file is small; a bigger one is not the one Gemini wrote.
 SETTINGS_MAX = 1024 * 1024
 NPM_PACKAGE = "@google/gemini-cli"
+# Where Gemini keeps a Google sign-in when there is no system keychain (its FileKeychain,
+# in `.gemini/` of its home), and the auth type that sign-in is.
+LOGIN_FILE = "gemini-credentials.json"
+GOOGLE_SIGN_IN = "oauth-personal"
 
 # Gemini's hook events the office listens to, and the office event each one is.
 EVENTS: dict[str, EventName] = {
@@ -133,6 +139,49 @@ def gemini_home(paths: HivePaths, agent_id: str) -> Path:
     return paths.provider_home("gemini", agent_id)
 
 
+def shared_login(paths: HivePaths) -> Path:
+    """The one Google sign-in every gemini desk of the office reads and refreshes (a dot
+    name: never an agent's id)."""
+    return paths.provider_home("gemini", ".login") / LOGIN_FILE
+
+
+def share_login(paths: HivePaths, folder: Path) -> None:
+    """Point the desk's login file (in `folder`, its `.gemini/`) at the office's shared
+    one, so a sign-in made in any desk's pane serves them all. Gemini reads and rewrites
+    the file in place (a write through the link reaches the shared file); a desk that
+    kept a login of its own before the office shared one gives it to the others."""
+    shared = shared_login(paths)
+    shared.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    own = folder / LOGIN_FILE
+    if own.is_symlink():
+        return
+    if own.exists():
+        if shared.exists():
+            return  # a login of its own, made before: left as it is
+        os.replace(own, shared)
+    own.symlink_to(shared)
+
+
+def signed_in_elsewhere(paths: HivePaths, agent_id: str) -> bool:
+    """Whether another gemini desk of the office chose Google sign-in in its pane (the
+    choice Gemini writes to that desk's settings); with the login shared, this desk can
+    take the same choice and skip the question."""
+    for settings in gemini_home(paths, agent_id).parent.glob("*/.gemini/settings.json"):
+        if settings.parent.parent.name in (agent_id, ".login"):
+            continue
+        if selected_type(read_settings(settings)) == GOOGLE_SIGN_IN:
+            return True
+    return False
+
+
+def selected_type(settings: Mapping[str, Any]) -> str | None:
+    """`security.auth.selectedType` of a settings file, if it is there as Gemini writes it."""
+    security = settings.get("security")
+    auth = security.get("auth") if isinstance(security, dict) else None
+    chosen = auth.get("selectedType") if isinstance(auth, dict) else None
+    return chosen if isinstance(chosen, str) else None
+
+
 def hook_shell_command(hook_command: list[str]) -> str:
     prefix = " ".join(f'{name}="${{{name}}}"' for name in _FORWARDED)
     return f"{prefix} {shlex.join(hook_command)}"
@@ -148,8 +197,11 @@ def auth_type(env: Mapping[str, str]) -> str | None:
     return None
 
 
-def office_settings(hook_command: list[str], env: Mapping[str, str]) -> dict[str, Any]:
-    """The keys of Gemini's settings the office owns, nested as in the file."""
+def office_settings(
+    hook_command: list[str], env: Mapping[str, str], sign_in: str | None = None
+) -> dict[str, Any]:
+    """The keys of Gemini's settings the office owns, nested as in the file; `sign_in`:
+    the auth type to use when the environment names none (a login another desk made)."""
     hook = {
         "name": HOOK_NAME,
         "type": "command",
@@ -163,10 +215,31 @@ def office_settings(hook_command: list[str], env: Mapping[str, str]) -> dict[str
         # The office pins the CLI: no update check, no nag in the pane.
         "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
     }
-    kind = auth_type(env)
+    kind = auth_type(env) or sign_in
     if kind is not None:
         settings["security"] = {"auth": {"selectedType": kind}}
     return settings
+
+
+# Keys the office sets only where the desk's settings have none (the person may change
+# them in /settings). The alternate screen: Gemini's normal-buffer UI erases its last
+# frame by line count, so a narrower pane (every desk starts at the office's default
+# size, then takes its box's; zoom and grid change it again) leaves the old frame's
+# rewrapped lines above the new one, in tmux as in the office; in the alternate screen
+# it redraws whole (tests/e2e/test_gemini_desk.py, the parity test).
+DEFAULTS: dict[str, Any] = {"ui": {"useAlternateBuffer": True}}
+
+
+def with_defaults(kept: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """`kept` with each of `defaults`' keys it lacks (objects are looked into)."""
+    merged = dict(kept)
+    for key, value in defaults.items():
+        old = merged.get(key)
+        if key not in merged:
+            merged[key] = value
+        elif isinstance(value, dict) and isinstance(old, dict):
+            merged[key] = with_defaults(old, value)
+    return merged
 
 
 def merge_settings(kept: Mapping[str, Any], office: Mapping[str, Any]) -> dict[str, Any]:
@@ -226,7 +299,12 @@ class GeminiProvider:
         atomic_write(folder / "GEMINI.md", ctx.system_prompt.encode(), mode=READ_ONLY_MODE)
         # Not read-only: Gemini records the person's choices (sign-in, model) there.
         path = folder / "settings.json"
-        settings = merge_settings(read_settings(path), office_settings(ctx.hook_command, env))
+        kept = read_settings(path)
+        share_login(ctx.paths, folder)
+        elsewhere = not selected_type(kept) and signed_in_elsewhere(ctx.paths, ctx.agent.id)
+        sign_in = GOOGLE_SIGN_IN if elsewhere else None
+        office = office_settings(ctx.hook_command, env, sign_in)
+        settings = merge_settings(with_defaults(kept, DEFAULTS), office)
         atomic_write(path, msgspec.json.format(msgspec.json.encode(settings)))
         env[HOME_VAR] = str(home)
         env["GEMINI_CLI_TRUST_WORKSPACE"] = "true"

@@ -20,6 +20,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from hive_core.agents.gemini import DEFAULTS, with_defaults
 from hive_core.demo.scripted_model import Scenario, Turn, turn
 from hive_core.demo.scripted_model.gemini import (
     CACHED_TOKENS,
@@ -42,7 +44,8 @@ from hive_core.demo.scripted_model.gemini import (
     user_says,
 )
 from hive_core.demo.scripted_model.server import RecordedRequest
-from tests.support import wait_for
+from tests.support import short_dir, wait_for
+from tests.tmux_support import Tmux, TmuxOffice, differences, row_text, tmux_env
 
 BIN = Path(sys.executable).parent
 GEMINI = shutil.which("gemini", path=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
@@ -412,3 +415,84 @@ def test_a_restart_resumes_the_same_session(make_floor: Callable[..., GeminiFloo
     assert len(floor.chats()) == 1
     starts = [d for d in floor.log() if "SessionStart" in d]
     assert len(starts) >= 2, starts
+
+
+# --- 6 ------------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed (run scripts/setup)")
+def test_gemini_in_an_office_pane_shows_what_tmux_shows_in_every_layout() -> None:
+    """The sign-in box drawn twice at 160x48 is Gemini's own: after a narrower resize
+    (a desk starts at the office's default size, then takes its box's) its normal-buffer
+    UI leaves the old frame's rewrapped lines above the new one in a plain tmux pane too.
+    In the alternate screen, which the office turns on for its desks, it redraws whole,
+    and the office pane matches tmux cell for cell through every layout change."""
+    with short_dir() as root:
+        office = TmuxOffice(root)
+        try:
+            homes = {}
+            for target in ("office", "ref"):
+                homes[target] = root / f"gemini-{target}"
+                (homes[target] / ".gemini").mkdir(parents=True)
+                settings = with_defaults({}, DEFAULTS)
+                (homes[target] / ".gemini" / "settings.json").write_text(json.dumps(settings))
+                # No key: Gemini's sign-in box, the screen of the report.
+                office.tmux.keys(
+                    target,
+                    f"clear; env -u GEMINI_API_KEY GEMINI_CLI_TRUST_WORKSPACE=true "
+                    f"GEMINI_CLI_HOME={homes[target]} {GEMINI}",
+                    "Enter",
+                )
+            for layout in ("default", "zoom", "grid", "default"):
+                office.set_layout(layout)
+                same_screen(office, SIGN_IN)
+        finally:
+            office.close()
+
+    # Gemini's own double draw, without the office: a plain tmux pane narrowed under its
+    # normal-buffer UI shows the box's options twice.
+    with short_dir() as root:
+        tmux = Tmux(root, tmux_env(root))
+        (root / "g" / ".gemini").mkdir(parents=True)
+        command = f"env -u GEMINI_API_KEY GEMINI_CLI_TRUST_WORKSPACE=true GEMINI_CLI_HOME={root}/g {GEMINI}"
+        tmux("new-session", "-d", "-s", "plain", "-x", "120", "-y", "40", "-c", str(root), command)
+        try:
+            wait_for(lambda: drawn(tmux, "plain"), "the whole sign-in box, drawn", 60)
+            tmux("resize-window", "-t", "plain", "-x", "94", "-y", "31")
+            wait_for(
+                lambda: screen_text(tmux, "plain").count("Sign in with Google") == 2,
+                "Gemini's second box in plain tmux",
+                30,
+            )
+        finally:
+            tmux("kill-server")
+
+
+def screen_text(tmux: Tmux, target: str) -> str:
+    return "\n".join(row_text(row) for row in tmux.capture(target))
+
+
+def drawn(tmux: Tmux, target: str) -> bool:
+    """The sign-in box is on screen to its last line, and the screen holds still (a
+    resize while Gemini still draws its first frames would test something else)."""
+    first = screen_text(tmux, target)
+    time.sleep(0.5)
+    return SIGN_IN in first and "tos-privacy" in first and screen_text(tmux, target) == first
+
+
+def same_screen(office: TmuxOffice, text: str) -> None:
+    """Wait until both panes show `text` and the office pane is what tmux shows."""
+    last: list[str] = []
+
+    def matched() -> bool:
+        got, want = office.office_screen(), office.ref_screen()
+        shown = all(any(text in row_text(r) for r in grid) for grid in (got, want))
+        last[:] = differences(got, want) if shown else [f"{text!r} not on both screens yet"]
+        return not last
+
+    try:
+        wait_for(matched, "the same screen", 30)
+    except AssertionError:
+        pytest.fail(
+            f"{office.layout} layout: the office pane differs from tmux:\n" + "\n".join(last)
+        )

@@ -331,7 +331,8 @@ def test_gemini_settings_follow_the_hooks_reference(tmp_path: Path) -> None:
     ctx = make_ctx(tmp_path, "gemini")
     GeminiProvider().prepare(ctx)
     settings = gemini_settings(ctx)
-    assert set(settings) == {"hooksConfig", "hooks", "tools", "general"}
+    assert set(settings) == {"hooksConfig", "hooks", "tools", "general", "ui"}
+    assert settings["ui"] == {"useAlternateBuffer": True}
     assert settings["hooksConfig"] == {"enabled": True}
     assert settings["tools"] == {"allowed": ["run_shell_command(hive)"]}
     assert settings["general"] == {"enableAutoUpdate": False, "enableAutoUpdateNotification": False}
@@ -395,6 +396,7 @@ def test_what_gemini_wrote_in_its_settings_is_kept_and_the_office_keys_renewed(
     written = json.loads(path.read_text())
     written["security"] = {"auth": {"selectedType": "oauth-personal"}}
     written["model"] = {"name": "gemini-2.5-pro"}
+    written["ui"] = {"useAlternateBuffer": False, "theme": "ANSI"}
     written["hooksConfig"] = {"enabled": False, "notifications": True}
     written["hooks"] = {"BeforeTool": [{"hooks": [{"type": "command", "command": "true"}]}]}
     path.write_text(json.dumps(written))
@@ -402,6 +404,7 @@ def test_what_gemini_wrote_in_its_settings_is_kept_and_the_office_keys_renewed(
     again = gemini_settings(ctx)
     assert again["security"] == {"auth": {"selectedType": "oauth-personal"}}
     assert again["model"] == {"name": "gemini-2.5-pro"}
+    assert again["ui"] == {"useAlternateBuffer": False, "theme": "ANSI"}  # a default, not a rule
     assert again["hooksConfig"] == {"enabled": True, "notifications": True}
     assert len(again["hooks"]) == 7 and "true" not in json.dumps(again["hooks"])
     # A key in the environment wins over a stored choice.
