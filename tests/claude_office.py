@@ -18,6 +18,9 @@ from typing import Any
 
 from hive_core.demo.claude_env import claude_environment, write_claude_config
 from hive_core.demo.scripted_model import Scenario, ScriptedModel, Turn
+from hive_core.mail import write_draft
+from hive_core.paths import HivePaths
+from hive_core.schema import Act, Draft
 from tests.support import wait_for
 
 BIN = Path(sys.executable).parent
@@ -63,6 +66,12 @@ class ClaudeOffice:
         if check:
             assert result.returncode == 0, result.stderr
         return result
+
+    def post_as(self, agent: str, to: str, subject: str, body: str, act: Act = "inform") -> Path:
+        """A draft in `agent`'s outbox, as its CLI's `hive send` leaves one: what a running
+        agent sends, where the test's own process may not act as it (control.py)."""
+        draft = Draft(to=to, subject=subject, body=body, act=act)
+        return write_draft(HivePaths(self.home).mailbox(agent), draft)
 
     def inbox(self, who: str) -> list[dict[str, Any]]:
         folder = self.home / "hive" / ("human" if who == "human" else f"agents/{who}") / "inbox"

@@ -137,19 +137,7 @@ def test_mail_that_arrives_mid_turn_is_drained_at_stop(start_floor: Callable[...
     )
     floor.run("hive-office", "type", "--home", str(floor.home), "jim", "start the build")
     wait_for(lambda: floor.registry()["jim"]["status"] == "working", "jim working", timeout=30)
-    floor.run(
-        "hive",
-        "send",
-        "--to",
-        "jim",
-        "--act",
-        "query",
-        "--subject",
-        "build status?",
-        "--body",
-        "Is the build green?",
-        agent="michael",
-    )
+    floor.post_as("michael", "jim", "build status?", "Is the build green?", act="query")
     [mail] = wait_for(lambda: floor.inbox("jim"), "delivery to jim")
     mail_id = mail["id"]
     feedback = floor.models["jim"].wait_for(lambda r: "Stop hook feedback" in texts_of(r), 60)

@@ -116,10 +116,7 @@ def test_a_claude_desk_on_another_host_drains_mail_at_stop_and_survives_a_drop(
 
         office.run("hive-office", "type", "--home", str(office.home), "jim", "start the build")
         wait_for(lambda: entry("jim")["status"] == "working", "jim working (UserPromptSubmit)", 30)
-        office.run(
-            "hive", "send", "--to", "jim", "--act", "query", "--subject", "build status?",
-            "--body", "Is the build green?", agent="michael",
-        )  # fmt: skip
+        office.post_as("michael", "jim", "build status?", "Is the build green?", act="query")
         [first] = wait_for(lambda: office.inbox("jim"), "delivery to jim")
         mail["first"] = first["id"]
         reply = wait_for(
@@ -135,10 +132,7 @@ def test_a_claude_desk_on_another_host_drains_mail_at_stop_and_survives_a_drop(
         host.pause()
         host.drop()
         wait_for(lambda: entry("jim")["status"] == "disconnected", "jim disconnected", timeout=30)
-        office.run(
-            "hive", "send", "--to", "jim", "--subject", "while you were away", "--body", "b",
-            agent="michael",
-        )  # fmt: skip
+        office.post_as("michael", "jim", "while you were away", "b")
         [second] = wait_for(lambda: office.inbox("jim"), "the mail waiting for jim")
         mail["second"] = second["id"]
         host.resume()

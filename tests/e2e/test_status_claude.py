@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from hive_core.demo.scripted_model import ApiError, Turn, api_error, turn, user_says
+from hive_core.hint import office_command
 from tests.claude_office import AGENTS, BIN, CLAUDE, ClaudeOffice, make_claude_office
 from tests.support import wait_for
 
@@ -118,7 +119,8 @@ def test_mail_released_at_the_cap_is_told_once_and_explained(
     notices = wait_for(lambda: floor.released_notices("michael"), "the manager's notice", 30)
     assert len(notices) == 1
     body = notices[0]["body"]
-    assert all(i in body for i in ids) and "fyi 1" in body and "hive-office why jim" in body
+    assert all(i in body for i in ids) and "fyi 1" in body
+    assert f"`{office_command(office.home, 'why', 'jim')}`" in body
     assert notices[0]["to"] == "michael"
 
     # The agent shows idle with unread, and `why` names the held message and the reason.

@@ -135,10 +135,14 @@ async def test_a_team_delivers_and_the_person_answers(
     assert tasks["t2"].assignee == "pam" and "47 tests pass" in (tasks["t2"].result or "")
     board = paths.board.read_text()
     assert "- [x] t1" in board and "- [x] t2" in board
-    # The engineers were idle when their task arrived and were woken exactly once each.
+    # The engineers were idle when their task arrived and were woken exactly once for it;
+    # pam once more for the person's answer, which comes to her as well as the manager.
+    assert stats.nudges("jim") == 1 and stats.nudges("pam") == 2, stats
     for worker in ("jim", "pam"):
-        assert stats.nudges(worker) == 1, stats
         assert (worker, 1) in stats.confirmed
+    assert any(
+        m.sender == "human" and m.body.startswith(ANSWER) for m in done_messages(paths, "pam")
+    ), "pam read the answer to her question"
     assert stats.duplicates == 0
     # The manager heard back from both: an agreement and a done report each.
     reports = [(m.sender, m.act, m.task) for m in done_messages(paths, "michael")]
