@@ -98,6 +98,10 @@ class HivePaths(NamedTuple):
         """How many clients are attached now, for `hive-office ls`."""
         return self.run / "clients.json"
 
+    def desk_tmp(self, agent_id: str) -> Path:
+        """A contained desk's private temporary folder (its TMPDIR; agents/contain.py)."""
+        return self.run / "tmp" / agent_id
+
     @property
     def threads(self) -> Path:
         """The router's record of each message's hops and thread: one HopRecord line per

@@ -110,6 +110,7 @@ class Signals(msgspec.Struct, frozen=True, kw_only=True):
     limit_text: str | None = None  # limit text in the pane's output after the last hook
     stall_after_s: float = 300.0
     link: LinkDown | None = None  # a remote desk's dropped ssh link
+    uncontained: str | None = None  # why its CLI runs uncontained (None: contained)
     command: str = "hive-office"  # the office's command line hints name (hint.py)
 
 
@@ -117,6 +118,9 @@ class AgentStatus(msgspec.Struct, frozen=True):
     kind: StatusKind
     why: str
     evidence: str
+    # Why its running CLI is not contained (agents/contain.py); None: contained, or
+    # not running. Shown beside any kind: the map, the pane title and `why`.
+    uncontained: str | None = None
 
 
 def clock(at: float | None) -> str:
@@ -127,6 +131,13 @@ def clock(at: float | None) -> str:
 
 
 def explain(s: Signals, now: float) -> AgentStatus:
+    status = _explain(s, now)
+    if s.uncontained is not None and s.alive and status.kind != "archived":
+        return msgspec.structs.replace(status, uncontained=s.uncontained)
+    return status
+
+
+def _explain(s: Signals, now: float) -> AgentStatus:
     if s.status == "archived":
         return AgentStatus(
             "archived",

@@ -324,6 +324,7 @@ class HiveApp(App[None], inherit_bindings=False):
             paused=state.paused or state.halted,
             missing=state.missing,
             overlap=state.id in self.overlapping,
+            uncontained=state.explained is not None and state.explained.uncontained is not None,
         )
 
     def agent_changed(self, state: AgentView) -> None:
@@ -713,6 +714,8 @@ class HiveApp(App[None], inherit_bindings=False):
         bits = [f"{n} {state.name}", shown]
         if state.paused:
             bits.append("paused")
+        if state.explained is not None and state.explained.uncontained is not None:
+            bits.append("uncontained")  # `why` says why (agents/contain.py)
         explained = state.explained  # what the status word hides (hive_core/status.py)
         if explained and explained.kind in TITLE_KINDS and explained.kind != state.status:
             bits.append(explained.kind.replace("_", " "))

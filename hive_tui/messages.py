@@ -22,3 +22,4 @@ class AgentInfo:
     paused: bool = False
     missing: str | None = None  # the CLI is not installed: what to do
     overlap: bool = False  # its branch touches a file another agent's branch touches
+    uncontained: bool = False  # its CLI runs without the office's containment

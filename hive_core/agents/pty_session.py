@@ -73,7 +73,7 @@ from pathlib import Path
 
 import ptyprocess
 
-from hive_core.agents import session_guard
+from hive_core.agents import contain, session_guard
 from hive_core.agents.paste import MODE_TAIL, paste_mode
 from hive_core.agents.session_guard import KILL_WAIT, POLL_INTERVAL
 
@@ -86,7 +86,7 @@ _READ_CHUNK = 1 << 16
 _DRAIN_LIMIT = 1 << 18
 
 
-def _arm_parent_death_signal(parent: int) -> Callable[[], None]:
+def _arm_parent_death_signal(parent: int, ruleset: int | None = None) -> Callable[[], None]:
     def arm() -> None:
         if _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
             err = ctypes.get_errno()
@@ -100,6 +100,9 @@ def _arm_parent_death_signal(parent: int) -> Callable[[], None]:
         # The office may have died between fork and prctl; nothing would fire then.
         if os.getppid() != parent:
             os._exit(1)
+        # Last, so nothing above needs a right the desk is not given (contain.py).
+        if ruleset is not None:
+            contain.enter(ruleset)
 
     return arm
 
@@ -250,21 +253,30 @@ class PtySession:
         cwd: Path,
         rows: int = 40,
         cols: int = 120,
+        confine: tuple[contain.Grant, ...] | None = None,
     ) -> PtySession:
-        """Start argv on a new rows x cols pty; argv[0] is looked up on env's PATH."""
+        """Start argv on a new rows x cols pty; argv[0] is looked up on env's PATH.
+        `confine`: the Landlock grants the child and all it starts are held to
+        (contain.py); the ruleset is built here, the child only enters it."""
         if not argv:
             raise ValueError("empty argv")
         # ptyprocess would search the office's PATH; the child's own PATH is what counts.
         exe = shutil.which(argv[0], path=env.get("PATH", os.defpath))
         if exe is None:
             raise FileNotFoundError(f"{argv[0]!r} not found on the child's PATH")
-        proc = ptyprocess.PtyProcess.spawn(
-            [exe, *argv[1:]],
-            cwd=str(cwd),
-            env=env,
-            dimensions=(rows, cols),
-            preexec_fn=_arm_parent_death_signal(os.getpid()),
-        )
+        ruleset = None if confine is None else contain.ruleset(confine, contain.abi())
+        try:
+            proc = ptyprocess.PtyProcess.spawn(
+                [exe, *argv[1:]],
+                cwd=str(cwd),
+                env=env,
+                dimensions=(rows, cols),
+                preexec_fn=_arm_parent_death_signal(os.getpid(), ruleset),
+                pass_fds=() if ruleset is None else (ruleset,),
+            )
+        finally:
+            if ruleset is not None:
+                os.close(ruleset)
         # A copy of the master in any other process would keep the terminal from hanging
         # up when the office dies.
         os.set_inheritable(proc.fd, False)
@@ -281,9 +293,12 @@ class PtySession:
         cwd: Path,
         rows: int = 40,
         cols: int = 120,
+        confine: tuple[contain.Grant, ...] | None = None,
     ) -> PtySession:
         """`spawn` on the spawner thread, without holding the event loop meanwhile."""
-        spawn = functools.partial(cls.spawn, argv, env=env, cwd=cwd, rows=rows, cols=cols)
+        spawn = functools.partial(
+            cls.spawn, argv, env=env, cwd=cwd, rows=rows, cols=cols, confine=confine
+        )
         pending = asyncio.get_running_loop().run_in_executor(_SPAWNER, spawn)
         try:
             return await asyncio.shield(pending)

@@ -21,6 +21,7 @@ from pathlib import Path
 import msgspec
 
 import cth_hook
+from hive_core.agents import contain
 from hive_core.agents.identity import identity_text, system_prompt
 from hive_core.agents.login import (
     ClaudeLogin,
@@ -31,7 +32,7 @@ from hive_core.agents.login import (
     waiting_notice,
 )
 from hive_core.agents.paste import pasted
-from hive_core.agents.provider import LaunchContext, Provider
+from hive_core.agents.provider import Launch, LaunchContext, Provider
 from hive_core.agents.pty_session import PtySession
 from hive_core.agents.state import AgentStates
 from hive_core.fsio import atomic_write
@@ -297,8 +298,9 @@ class Supervisor:
         rows, cols = self.sizes.get(agent_id, self.size)
         self._starting.add(agent_id)
         try:
+            confine, uncontained = await asyncio.to_thread(self._containment, spec, launch)
             session = await PtySession.start(
-                launch.argv, env=launch.env, cwd=launch.cwd, rows=rows, cols=cols
+                launch.argv, env=launch.env, cwd=launch.cwd, rows=rows, cols=cols, confine=confine
             )
         finally:
             self._starting.discard(agent_id)
@@ -321,7 +323,38 @@ class Supervisor:
             state.status = "running" if provider.hookless else "offline"
             state.stop_blocks = 0
             state.exit_status = None
+            state.uncontained = uncontained
+        if uncontained is not None:
+            self.log(agent_id, f"runs uncontained: {uncontained}")
         return True
+
+    def _containment(
+        self, spec: AgentSpec, launch: Launch
+    ) -> tuple[tuple[contain.Grant, ...] | None, str | None]:
+        """The Landlock grants this desk's CLI runs under (contain.py), or why it runs
+        uncontained. A contained desk's TMPDIR is its own folder (set in launch.env)."""
+        if spec.host is not None:
+            return None, f"it runs on {spec.host}: the office contains only this machine's desks"
+        if not self.config.office.contain:
+            return None, "office.toml says contain = false"
+        why = contain.unavailable(contain.abi())
+        if why is not None:
+            return None, why
+        try:
+            mailboxes = [e.name for e in os.scandir(self.paths.agents_dir) if e.is_dir()]
+        except OSError:
+            mailboxes = []
+        roster = {*(a.id for a in self.config.agents), *mailboxes}
+        folders = contain.desk_folders(
+            self.paths, spec.id, spec.provider, launch.cwd, roster, launch.env
+        )
+        plan = contain.plan(folders, contain.listings(contain.to_list(folders.hidden)))
+        if plan.refused is not None:
+            return None, plan.refused
+        tmp = self.paths.desk_tmp(spec.id)
+        tmp.mkdir(parents=True, exist_ok=True)
+        launch.env["TMPDIR"] = str(tmp)
+        return plan.grants, None
 
     async def stop_all(self) -> None:
         for agent_id in list(self._reconnects):

@@ -154,10 +154,11 @@ def why_text(agent: str, detail: str | None) -> str:
     status = msgspec.json.decode(detail or "null", type=AgentStatus | None)
     if status is None:
         return f"{agent}: the office has not explained it yet; ask again in a moment."
-    return "\n".join(
-        [
-            f"{agent}: {status.kind}",
-            preview(status.why, 2000),
-            f"evidence: {preview(status.evidence, 500)}",
-        ]
-    )
+    lines = [
+        f"{agent}: {status.kind}",
+        preview(status.why, 2000),
+        f"evidence: {preview(status.evidence, 500)}",
+    ]
+    if status.uncontained is not None:
+        lines.append(f"uncontained: {preview(status.uncontained, 500)}")
+    return "\n".join(lines)

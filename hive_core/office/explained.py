@@ -105,6 +105,7 @@ class StatusKeeper:
             start_failed=state.start_failed,
             missing=state.missing,
             link=self.supervisor.links.get(state.id),
+            uncontained=state.uncontained,
             paused=state.paused,
             halted=state.halted,
             unread=len(ids),

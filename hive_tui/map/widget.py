@@ -64,6 +64,8 @@ def badges(info: AgentInfo) -> str:
         marks.append("‖")
     if info.overlap:  # its branch and another's touch one file: a merge may conflict
         marks.append("⚠")
+    if info.uncontained:  # its processes may reach other desks' files (`why` says why)
+        marks.append("○")
     if info.unread:
         marks.append(f"✉{info.unread}")
     return "".join(marks)

@@ -264,6 +264,10 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("hive_core/agents/login.py", ".git"): (
         "git's own layout in a desk's folder: where Claude Code keeps its trust answer"
     ),
+    ("hive_core/agents/contain.py", ".git"): (
+        "git's own layout in a desk's linked worktree: the repository folders its git "
+        "writes, which a contained desk is given"
+    ),
     ("hive_core/agents/login.py", "worktrees"): (
         "git's own .git/worktrees (a linked worktree's main checkout), not the office's"
     ),

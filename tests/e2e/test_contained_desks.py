@@ -1,0 +1,254 @@
+"""Contained desks (issue 24): a real `hive-office serve` of shell desks, each attack
+typed into a desk's own terminal, each refusal beside the desk's own way of doing the
+allowed thing. The desk's processes run under the Landlock domain the office gave its
+CLI (hive_core/agents/contain.py); what they write goes to the desk's private TMPDIR,
+the one shared place a contained desk can write and this test can read.
+
+An office with `contain = false` runs the same desks uncontained, and says so (`why`),
+where the same writes go through: the refusals above are the containment's, not the
+file modes'.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+
+from hive_core.agents import contain
+from hive_core.hive import init_office
+from hive_core.office import daemon
+from hive_core.paths import HivePaths
+from tests.support import short_dir, wait_for
+
+BIN = Path(sys.executable).parent
+SHELL = 'provider = "shell"\ncommand = ["bash", "--norc", "--noprofile", "-i"]\n'
+DESKS = ("michael", "jim", "pam")
+DENIED = "Permission denied"
+
+pytestmark = pytest.mark.skipif(
+    contain.unavailable(contain.abi()) is not None, reason="this kernel cannot contain a desk"
+)
+
+
+def git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+class Done(NamedTuple):
+    rc: int
+    out: str
+
+
+class Office:
+    """A served office of shell desks in one repository (michael manages it from the
+    repository itself; jim and pam get worktrees)."""
+
+    def __init__(self, root: Path, *, contained: bool = True) -> None:
+        self.repo = root / "repo"
+        self.repo.mkdir()
+        git(self.repo, "init", "-q", "-b", "main")
+        git(self.repo, "config", "user.email", "person@example.com")
+        git(self.repo, "config", "user.name", "Person")
+        (self.repo / "a.txt").write_text("a\n")
+        git(self.repo, "add", ".")
+        git(self.repo, "commit", "-qm", "init")
+        self.paths = HivePaths(root / "home")
+        self.paths.home.mkdir()
+        self.paths.office_toml.write_text(
+            f'[office]\nmanager = "michael"\ncontain = {"true" if contained else "false"}\n'
+            + "".join(
+                f'\n[[agents]]\nid = "{d}"\nname = "{d.title()}"\n{SHELL}cwd = "{self.repo}"\n'
+                for d in DESKS
+            )
+        )
+        init_office(self.paths)
+        self.log = root / "serve.out"
+        self._count = itertools.count()
+        self.proc = subprocess.Popen(
+            [str(BIN / "hive-office"), "serve", "--home", str(self.paths.home)],
+            env=self.env(),
+            stdout=self.log.open("w"),
+            stderr=subprocess.STDOUT,
+        )
+        wait_for(lambda: all(self.pid(d) for d in DESKS), "the desks to start")
+
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("HIVE_")}
+        env["PATH"] = f"{BIN}:{env.get('PATH', '')}"
+        env["HIVE_HOME"] = str(self.paths.home)
+        return env
+
+    def pid(self, desk: str) -> int | None:
+        try:
+            data = json.loads(self.paths.registry.read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            return None
+        pid = {e["id"]: e for e in data["agents"]}.get(desk, {}).get("pid")
+        return pid if isinstance(pid, int) else None
+
+    def person(self, *args: str) -> Done:
+        done = subprocess.run(
+            [str(BIN / args[0]), *args[1:]],
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        return Done(done.returncode, done.stdout + done.stderr)
+
+    def in_desk(self, desk: str, command: str) -> Done:
+        """`command` typed into `desk`'s terminal; its exit code and output, written to
+        the desk's own TMPDIR (the office gives a contained desk one; an uncontained
+        desk writes anywhere)."""
+        n = next(self._count)
+        tmp = self.paths.desk_tmp(desk)
+        tmp.mkdir(parents=True, exist_ok=True)
+        out, rc = tmp / f"{n}.out", tmp / f"{n}.rc"
+        typed = self.person("hive-office", "type", desk, f"{{ {command} ; }} >{out} 2>&1; echo $? >{rc}")
+        assert typed.rc == 0, typed.out
+        wait_for(lambda: rc.exists() and rc.read_text().endswith("\n"), f"`{command}` in {desk}")
+        return Done(int(rc.read_text()), out.read_text())
+
+    def stop(self) -> None:
+        if daemon.running_pid(self.paths) == self.proc.pid:
+            daemon.stop(self.paths)
+        self.proc.wait(timeout=60)
+
+
+@pytest.fixture(scope="module")
+def office() -> Iterator[Office]:
+    with short_dir() as root:
+        running = Office(root)
+        try:
+            yield running
+        finally:
+            running.stop()
+
+
+def test_a_contained_desk_cannot_reach_other_desks_and_the_person(office: Office) -> None:
+    paths = office.paths
+    pam = paths.mailbox("pam")
+    pam.notes.parent.mkdir(parents=True, exist_ok=True)
+    pam.notes.write_text("pam's private note: the safe code is 4711\n")
+    pam.memory.write_text("# pam\nthe safe code is 4711\n")
+    attacks = {
+        "another agent's inbox": f"echo '{{}}' > {pam.inbox}/forged.json",
+        "the person's outbox": f"echo '{{}}' > {paths.mailbox('human').outbox}/forged.json",
+        "another agent's worktree": f"echo evil > {paths.worktree('pam')}/evil.txt",
+        "another agent's notes": f"cat {pam.notes}",
+        "another agent's memory.md": f"cat {pam.memory}",
+        "the hive's git (every memory's history)": f"cat {paths.git_dir}/HEAD",
+        "the office's home itself": f"echo x > {paths.home}/planted",
+        "truncating another agent's notes": f"truncate -s 0 {pam.notes}",
+        "a hard link to another agent's notes": f"ln {pam.notes} {paths.mailbox('jim').root}/n",
+    }
+    for what, command in attacks.items():
+        done = office.in_desk("jim", command)
+        assert done.rc != 0, f"{what}: {done.out}"
+        assert DENIED in done.out or "Invalid cross-device link" in done.out, (what, done.out)
+    assert not (pam.inbox / "forged.json").exists()
+    assert not (paths.mailbox("human").outbox / "forged.json").exists()
+    assert not (paths.worktree("pam") / "evil.txt").exists()
+    assert not (paths.home / "planted").exists()
+    assert "4711" in pam.notes.read_text()
+    # Listing is not reading: the names are there, the contents are not.
+    listed = office.in_desk("jim", f"ls {pam.memory_dir}")
+    assert listed.rc == 0 and "notes.md" in listed.out, listed.out
+
+
+def test_a_contained_desk_does_its_own_work(office: Office) -> None:
+    paths = office.paths
+    jim = paths.mailbox("jim")
+    jim.notes.parent.mkdir(parents=True, exist_ok=True)
+    jim.notes.write_text("jim's note to self\n")
+    work = office.in_desk(
+        "jim",
+        "echo 'jim works' > mine.txt && git add mine.txt && git -c user.name=Jim "
+        "-c user.email=jim@example.com commit -qm 'jim: mine' && git log --format=%s -1",
+    )
+    assert work.rc == 0 and "jim: mine" in work.out, work.out
+    assert (paths.worktree("jim") / "mine.txt").read_text() == "jim works\n"
+    own = office.in_desk("jim", f"cat {jim.notes} {paths.board}")
+    assert own.rc == 0 and "jim's note to self" in own.out and "# Board" in own.out, own.out
+    tmp = office.in_desk("jim", 'mktemp && echo "$TMPDIR"')
+    assert tmp.rc == 0 and str(paths.desk_tmp("jim")) in tmp.out, tmp.out
+    sent = office.in_desk("jim", "hive send --to pam --subject 'from a contained desk' --body hi")
+    assert sent.rc == 0, sent.out
+    wait_for(
+        lambda: any(
+            json.loads(p.read_text()).get("subject") == "from a contained desk"
+            for p in paths.mailbox("pam").inbox.glob("*.json")
+        ),
+        "jim's message in pam's inbox",
+    )
+    inbox = office.in_desk("pam", "hive inbox")
+    assert inbox.rc == 0 and "from a contained desk" in inbox.out, inbox.out
+    msg_id = next(
+        p.stem
+        for p in paths.mailbox("pam").inbox.glob("*.json")
+        if json.loads(p.read_text()).get("subject") == "from a contained desk"
+    )
+    done = office.in_desk("pam", f"hive done {msg_id}")
+    assert done.rc == 0, done.out
+    assert (paths.mailbox("pam").done / f"{msg_id}.json").exists()
+
+
+# A hook frame as cth-hook sends it, to the office's hook socket: the reply line.
+HOOK_CLIENT = """
+import json, os, socket
+frame = {"agent": os.environ["HIVE_AGENT_ID"], "secret": os.environ["HIVE_SECRET"],
+         "event": {"hook_event_name": "SessionStart", "session_id": "s"}}
+s = socket.socket(socket.AF_UNIX)
+s.connect(os.environ["HIVE_SOCKET"])
+s.sendall(json.dumps(frame).encode() + b"\\n")
+print(s.makefile("rb").readline().decode().strip() or "no reply")
+"""
+
+
+def test_a_contained_desk_reaches_the_offices_sockets(office: Office) -> None:
+    """Connecting to a pathname Unix socket is no file-system write to Landlock: the
+    hook socket answers a contained desk's frame (the control socket answers every `hive`
+    verb above: each asks the office who is calling)."""
+    client = office.paths.desk_tmp("jim") / "hook_client.py"
+    client.write_text(HOOK_CLIENT)
+    hook = office.in_desk("jim", f"{sys.executable} {client}")
+    assert hook.rc == 0 and json.loads(hook.out)["exit"] == 0, hook.out
+
+
+def test_a_contained_desk_cannot_signal_the_office_or_other_desks(office: Office) -> None:
+    pam = office.pid("pam")
+    assert pam is not None
+    for target in (pam, office.proc.pid):
+        done = office.in_desk("jim", f"kill -STOP {target}")
+        assert done.rc != 0 and "Operation not permitted" in done.out, done.out
+    # Its own children it signals as before.
+    own = office.in_desk("jim", "sleep 30 & kill $! && wait $!; echo code $?")
+    assert "code 143" in own.out, own.out
+
+
+def test_why_says_a_desk_is_contained(office: Office) -> None:
+    why = office.person("hive-office", "why", "jim")
+    assert why.rc == 0 and "uncontained" not in why.out, why.out
+
+
+def test_an_office_that_contains_nothing_says_so_and_the_same_writes_go_through() -> None:
+    with short_dir() as root:
+        office = Office(root, contained=False)
+        try:
+            why = office.person("hive-office", "why", "jim")
+            assert why.rc == 0, why.out
+            assert "uncontained: office.toml says contain = false" in why.out, why.out
+            pam = office.paths.mailbox("pam")
+            done = office.in_desk("jim", f"echo '{{}}' > {pam.inbox}/forged.json")
+            assert done.rc == 0 and (pam.inbox / "forged.json").exists(), done.out
+        finally:
+            office.stop()
