@@ -11,12 +11,16 @@ classifier, the next-speaker check), answered with JSON that fits the request's
 
 Scenario predicates here read Gemini's request shape (`contents`, `parts`,
 `functionResponse`); `ToolUse` names Gemini's own tools (`shell` builds a
-run_shell_command call).
+run_shell_command call). A scenario written for the Anthropic stand-in (the demo's
+brains) plays here too: the scenario sees the request with a Claude-shaped `messages`
+view beside Gemini's `contents` (`claude_view`), and a Claude tool it names is called
+by its Gemini name (`GEMINI_TOOLS`).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -103,6 +107,65 @@ def all_texts(request: Request) -> str:
     )
 
 
+# --- the Claude-shaped view -------------------------------------------------------------
+
+# Claude Code's tools and the Gemini CLI tool that takes the same input.
+GEMINI_TOOLS = {"Bash": "run_shell_command", "Write": "write_file", "Read": "read_file"}
+CLAUDE_TOOLS = {gemini: claude for claude, gemini in GEMINI_TOOLS.items()}
+# How Gemini's shell tool reports a command's output to the model.
+_SHELL_OUTPUT = re.compile(
+    r"\A<untrusted_context>\nOutput: (.*?)\n(?:Exit Code: -?\d+\n)?"
+    r"(?:Process Group PGID: \d+\n)?</untrusted_context>\Z",
+    re.S,
+)
+
+
+def claude_view(request: Request) -> Request:
+    """`request` with `messages` added: its `contents` as Anthropic's Messages API would
+    carry them (text blocks, tool_use and tool_result blocks paired by id, a shell
+    call's result as the command's own output)."""
+    messages = []
+    for content in request.get("contents") or []:
+        if not isinstance(content, dict):
+            continue
+        blocks: list[dict[str, Any]] = []
+        for part in content.get("parts") or []:
+            if not isinstance(part, dict):
+                continue
+            if isinstance(part.get("text"), str):
+                blocks.append({"type": "text", "text": part["text"]})
+            elif isinstance(call := part.get("functionCall"), dict):
+                name = str(call.get("name", ""))
+                blocks.append(
+                    {
+                        "type": "tool_use",
+                        "id": call.get("id"),
+                        "name": CLAUDE_TOOLS.get(name, name),
+                        "input": call.get("args") or {},
+                    }
+                )
+            elif isinstance(answer := part.get("functionResponse"), dict):
+                response = answer.get("response") or {}
+                error = isinstance(response, dict) and "error" in response
+                text = (
+                    str(response.get("error" if error else "output", ""))
+                    if isinstance(response, dict)
+                    else json.dumps(response)
+                )
+                shown = _SHELL_OUTPUT.match(text)
+                blocks.append(
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": answer.get("id"),
+                        "content": shown.group(1) if shown else text,
+                        "is_error": error,
+                    }
+                )
+        role = "assistant" if content.get("role") == "model" else "user"
+        messages.append({"role": role, "content": blocks})
+    return {**request, "messages": messages}
+
+
 # --- wire shapes ---------------------------------------------------------------------
 
 
@@ -114,7 +177,8 @@ def _parts(turn: Turn) -> list[dict[str, Any]]:
             # Two chunks per text, so a client that keeps only one is caught.
             parts += [{"text": t} for t in (block.text[:mid], block.text[mid:]) if t]
         else:
-            parts.append({"functionCall": {"name": block.name, "args": block.input}})
+            name = GEMINI_TOOLS.get(block.name, block.name)
+            parts.append({"functionCall": {"name": name, "args": block.input}})
     return parts
 
 
@@ -316,7 +380,7 @@ def _handler_for(model: ScriptedGemini) -> type[BaseHTTPRequestHandler]:
                 self._send_json(200, b"{}")
 
         def _main(self, body: Request) -> None:
-            turn, index = model.scenario.respond(body)
+            turn, index = model.scenario.respond(claude_view(body))
             self._record(body, "main", index)
             if turn.delay:
                 time.sleep(turn.delay)
