@@ -71,7 +71,9 @@ def _render(hits: list[Hit]) -> str:
     lines = []
     for hit in hits:
         entry = hit.entry
-        lines.append(f"{hit.id}  {entry.source:<8} {entry.whose:<16} {entry.path}")
+        # The path is a file an agent named: shown, never obeyed, like the text.
+        line = f"{hit.id}  {entry.source:<8} {entry.whose:<16} {entry.path}"
+        lines.append(render.clean(line, lines=False))
         lines.append(f"    {render.preview(entry.text)}")
     return "\n".join(lines)
 

@@ -72,7 +72,7 @@ def test_hive_read_shows_c1_controls_and_bidi_overrides_as_escapes() -> None:
     listed = render.inbox([msg])
     assert "invoice \\u202egpj.exe" in listed and "\u202e" not in listed
     logged = render.log_event(
-        LogEvent(ts="2026-12-05T12:00:00Z", kind="routed", sender="jim\u202e", to="pam")
+        LogEvent(ts="2026-12-05T12:00:00Z", kind="route", sender="jim\u202e", to="pam")
     )
     assert "jim\\u202e -> pam" in logged
 
@@ -86,3 +86,23 @@ def test_routed_text_ssh_words_and_limit_text_use_the_same_rule() -> None:
     assert tail_reason(tail) == "Connection to box closed by remote host."
     screen = b"\x1b[31mAPI Error: 429\x1b[0m \xe2\x80\xaeslow\xc2\x9b down"
     assert limit_text(screen) == "API Error: 429 slow down"
+
+
+def test_a_memory_hits_file_name_is_shown_not_obeyed() -> None:
+    from hive_core.cli.memory_cmd import _render
+    from hive_core.memory.entry import Entry
+    from hive_core.memory.store import Hit
+
+    entry = Entry(
+        source="note",
+        external_id="n1",
+        owner="jim",
+        scope="own",
+        text="the CI runner has no GPU",
+        path="agents/jim/notes/\x1b]52;c;cm0gLXJm\x07\u202etxt.md",
+        created_at="2026-12-05T12:00:00Z",
+        updated_at="2026-12-05T12:00:00Z",
+    )
+    shown_hits = _render([Hit(id="note:n1", score=1.0, entry=entry)])
+    assert "agents/jim/notes/\\x1b]52;c;cm0gLXJm\\x07\\u202etxt.md" in shown_hits
+    assert "the CI runner has no GPU" in shown_hits
