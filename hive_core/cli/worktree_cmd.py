@@ -15,6 +15,7 @@ from hive_core.cli.common import HOME_HELP, HiveError, click_home, home_option, 
 from hive_core.config import ConfigError, load_office
 from hive_core.paths import HivePaths, resolve_home
 from hive_core.schema import HUMAN, Draft, OfficeConfig
+from hive_core.text import shown
 from hive_core.worktree_plan import FileStat
 from hive_core.worktrees import (
     MergePlan,
@@ -158,10 +159,12 @@ def diff_command(ctx: click.Context, home: str | None, stat: bool, agent: str) -
         record = record_for(paths, agent)
         # A remote desk's worktree is read on its host, through its desk's connection.
         run = runner(paths, record)
-        click.echo(
-            render_stat(changed_files(record, run=run)) if stat else patch(record, run=run),
-            nl=stat,
-        )
+        text = render_stat(changed_files(record, run=run)) if stat else patch(record, run=run)
+        # The agent's code, on a terminal, is shown and not obeyed (a bidi override in a
+        # line under review, an escape sequence); piped (to `git apply`) it stays exact
+        # (color=True: click would strip what looks like styles).
+        tty = sys.stdout.isatty()
+        click.echo(shown(text) if tty else text, nl=stat, color=not tty)
     except WorktreeError as e:
         _fail(str(e))
 

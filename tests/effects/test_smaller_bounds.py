@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import socket
 import struct
 import subprocess
@@ -37,6 +38,8 @@ from hive_core.logfile import LOG_ROTATE_BYTES
 from hive_core.office import daemon
 from hive_core.paths import HivePaths
 from hive_core.schema import LogEvent, Message
+from tests.e2e.test_worktree import Office as WorktreeOffice
+from tests.e2e.test_worktree import placed
 from tests.support import short_dir, wait_for
 from tests.tmux_support import write_office
 
@@ -402,3 +405,41 @@ def test_a_linked_office_log_is_moved_aside_and_never_written_through() -> None:
             stopped = run(root, "hive-office", "stop", "--home", str(paths.home))
         assert f"(pid {started.pid}) stopped" in stopped.out, stopped.err
         assert outside.read_text() == "the person's file\n"
+
+
+def on_a_terminal(argv: list[str], env: dict[str, str]) -> str:
+    """What `argv` prints with a terminal (a pty) as its stdout."""
+    main, sub = pty.openpty()
+    try:
+        proc = subprocess.Popen(argv, env=env, stdout=sub, stderr=subprocess.PIPE)
+        os.close(sub)
+        out = bytearray()
+        while True:
+            try:
+                chunk = os.read(main, 65536)
+            except OSError:  # EIO: the pty's other side closed
+                break
+            if not chunk:
+                break
+            out += chunk
+        assert proc.wait(timeout=120) == 0, proc.stderr.read() if proc.stderr else ""
+    finally:
+        os.close(main)
+    return out.decode("utf-8", "replace").replace("\r\n", "\n")
+
+
+def test_hive_office_diff_shows_an_agents_bidi_override_on_a_terminal_and_pipes_it_exact() -> None:
+    with short_dir() as root:
+        office = WorktreeOffice(root)
+        jim = placed(office, "jim")
+        line = 'access = "user\u202e \u2066// admin\u2069\u2066"  # \x1b[8mhidden\x1b[0m'
+        (jim / "auth.py").write_text(line + "\n")
+        argv = [str(BIN / "hive-office"), "diff", "jim", "--home", str(office.paths.home)]
+        shown_out = on_a_terminal(argv, office.env)
+        assert (
+            '+access = "user\\u202e \\u2066// admin\\u2069\\u2066"  # \\x1b[8mhidden\\x1b[0m'
+        ) in shown_out
+        assert not any(c in shown_out for c in "\u202e\u2066\u2069\x1b")
+        # Piped, the patch is byte for byte what git apply needs.
+        piped = office.run("hive-office", "diff", "jim")
+        assert piped.returncode == 0 and f"+{line}\n" in piped.stdout
