@@ -19,6 +19,7 @@ import json
 import os
 import pty
 import socket
+import stat
 import struct
 import subprocess
 import sys
@@ -35,6 +36,7 @@ from hive_core.health import read_health
 from hive_core.ids import utc_now_iso
 from hive_core.leases import whole
 from hive_core.logfile import LOG_ROTATE_BYTES
+from hive_core.logfile import log_problem as rotation_problem
 from hive_core.office import daemon
 from hive_core.paths import HivePaths
 from hive_core.schema import LogEvent, Message
@@ -210,6 +212,15 @@ def log_problem(paths: HivePaths) -> str | None:
 
 def commits(paths: HivePaths) -> int:
     return int(git("rev-list", "--count", "HEAD", cwd=paths.hive).strip())
+
+
+def test_the_log_is_rotated_only_as_a_regular_file_into_a_real_folder() -> None:
+    assert rotation_problem(stat.S_IFDIR, stat.S_IFREG) is None
+    assert rotation_problem(None, None) is None  # both are made as they are needed
+    assert "log/ folder is a symbolic link" in (rotation_problem(stat.S_IFLNK, stat.S_IFREG) or "")
+    assert "log/ folder is not a folder" in (rotation_problem(stat.S_IFREG, stat.S_IFREG) or "")
+    assert "log.jsonl is a symbolic link" in (rotation_problem(stat.S_IFDIR, stat.S_IFLNK) or "")
+    assert "log.jsonl is not a regular file" in (rotation_problem(None, stat.S_IFIFO) or "")
 
 
 def test_a_linked_log_folder_is_never_rotated_into_and_a_real_one_is(floor: Floor) -> None:
