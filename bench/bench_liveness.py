@@ -1,6 +1,7 @@
 """Liveness of the three-agent demo office (issue 5, "Measure"). Prints; asserts nothing.
 
     .venv/bin/python bench/bench_liveness.py [--runs 3] [--timeout 120] [--keep] [--quick]
+                                             [--gemini]
 
 The summary is also printed as a FIGURE line (bench/figures.py) for bench/run_all.
 
@@ -28,6 +29,13 @@ showing "- [x] t2") or the timeout, then reads what happened from the files and 
             team, memory, waiting mail) is per session and reported on its own.
   time      from starting the office to the scenario finished.
 
+--gemini: jim's desk is the pinned Gemini CLI (scripts/gemini-version) against the
+scripted Gemini API (hive_core/demo/scripted_model/gemini.py) playing the same brain, so
+the figures are those of a mixed office; jim's own are printed beside them (a turn
+there: a request that starts from a prompt, not from a tool's result). Gemini puts the
+office's hook context in `<hook_context>` around the prompt or the tool's result, and
+sends an AfterAgent refusal's reason as the next prompt, unlabelled (gemini_injected).
+
 The CLI 2.1.197 sends hook additional context as "system" messages in the request's
 messages, not in the last user message, so every message of every role is scanned here
 (`last_user_texts` alone would miss them); nudge prompts and Stop feedback are user
@@ -53,7 +61,7 @@ from typing import Any
 
 from figures import figure
 
-from hive_core.demo.office import AGENTS, apply_env, start_demo
+from hive_core.demo.office import AGENTS, apply_env, claim_demo_home, start_demo
 from hive_core.events.decide import digest
 from hive_core.office import Office, office_lock
 from hive_core.paths import HivePaths
@@ -115,12 +123,43 @@ async def _drive(office: Office, paths: HivePaths, timeout: float) -> tuple[bool
     return finished, seconds
 
 
-def run_once(timeout: float) -> Run:
+GEMINI_API_KEY = "AIza-bench-not-a-real-key-0123456789"
+
+
+def gemini_desk(demo: Any, agent: str) -> Any:
+    """Make `agent` of the laid-out demo a gemini desk: its brain now answers through
+    the scripted Gemini API, and its roster entry names the gemini provider with a key
+    and that API's address in its `env`."""
+    from hive_core.demo.scripted_model.gemini import ScriptedGemini
+
+    demo.models[agent].stop()
+    model = ScriptedGemini(demo.brains[agent])
+    model.start()
+    demo.models[agent] = model
+    toml = demo.paths.office_toml
+    blocks = toml.read_text().split("\n[[agents]]\n")
+    for n, block in enumerate(blocks):
+        if f'id = "{agent}"\n' in block:
+            block = block.replace('provider = "claude"\n', 'provider = "gemini"\n')
+            blocks[n] = re.sub(
+                r"env = \{[^\n]*\}\n",
+                f'env = {{ GEMINI_API_KEY = "{GEMINI_API_KEY}", '
+                f'GOOGLE_GEMINI_BASE_URL = "{model.base_url}" }}\n',
+                block,
+            )
+    toml.write_text("\n[[agents]]\n".join(blocks))
+    return model
+
+
+def run_once(timeout: float, gemini: tuple[str, ...] = ()) -> Run:
     home = Path(tempfile.mkdtemp(prefix="hl-", dir="/tmp"))
     paths = HivePaths(home)
+    claim_demo_home(home)  # before the lock, which writes into the home (as --demo does)
     with office_lock(paths):
         demo = start_demo(home)
         try:
+            for agent in gemini:
+                gemini_desk(demo, agent)
             apply_env(demo)
             office = Office(demo.paths)
             finished, seconds = asyncio.run(_drive(office, demo.paths, timeout))
@@ -299,9 +338,60 @@ class Context:
 DIGEST_KINDS = ("Stop", "UserPromptSubmit", "PostToolUse")
 
 
+HOOK_CONTEXT = re.compile(r"<hook_context>(.*?)</hook_context>\s*", re.S)
+
+
+def gemini_injected(body: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """(kind, office text) for every piece of coordination text in one Gemini request.
+    Gemini 0.61 wraps hook context in `<hook_context>` and merges adjacent user
+    contents: SessionStart's is a part of its own ahead of the prompt, BeforeAgent's
+    (UserPromptSubmit) a part after it, AfterTool's (PostToolUse) is appended to the
+    tool's result. A prompt that is a nudge or an AfterAgent reason (a digest) is the
+    office's text whole."""
+    for content in body.get("contents") or []:
+        if content.get("role") != "user":
+            continue
+        prompted = False
+        for part in content.get("parts") or []:
+            answer = part.get("functionResponse") if isinstance(part, dict) else None
+            if isinstance(answer, dict):
+                for match in HOOK_CONTEXT.finditer(json.dumps(answer)):
+                    yield "PostToolUse", match.group(1).strip()
+                continue
+            text = str(part.get("text", "")) if isinstance(part, dict) else ""
+            for match in HOOK_CONTEXT.finditer(text):
+                yield "UserPromptSubmit" if prompted else "SessionStart", match.group(1).strip()
+            prompt = HOOK_CONTEXT.sub("", text).strip()
+            if prompt and not prompt.startswith("<session_context>"):
+                prompted = True
+            if prompt.startswith("You have ") and "Run hive inbox" in prompt:
+                yield "nudge", prompt
+            elif DIGEST_END in prompt:
+                yield "Stop", prompt
+
+
+def gemini_turns(bodies: list[Any]) -> int:
+    """Requests that start a turn: their last user content is a prompt, not results."""
+    turns = 0
+    for body in bodies:
+        users = [c for c in (body or {}).get("contents") or [] if c.get("role") == "user"]
+        parts = users[-1].get("parts") or [] if users else []
+        turns += any("text" in p for p in parts) and not any("functionResponse" in p for p in parts)
+    return turns
+
+
 def context_figures(requests: dict[str, list[Any]]) -> Context:
     context = Context()
     for bodies in requests.values():
+        if bodies and "contents" in (bodies[0] or {}):
+            seen_g: Counter[tuple[str, str]] = Counter()
+            for body in bodies:
+                here = Counter(gemini_injected(body or {}))
+                for key, count in here.items():
+                    for _ in range(count - seen_g[key]):
+                        context.add(*key)
+                    seen_g[key] = max(seen_g[key], count)
+            continue
         # The CLI resends the conversation: a text counts only where it first appears, or
         # again if a later request holds more copies of it than any before (injected anew).
         seen: Counter[tuple[str, str]] = Counter()
@@ -386,6 +476,19 @@ def print_run(n: int, f: Figures) -> None:
     print("         nudges by agent: " + ", ".join(f"{a} {n}" for a, n in w.by_agent.items()))
     drains = ", ".join(f"{a} {n}" for a, n in sorted(m.drains_by_agent.items())) or "none"
     print(f"         batches delivered by the Stop-hook drain instead: {m.drains} ({drains})")
+    for agent, bodies in f.run.requests.items():
+        if bodies and "contents" in (bodies[0] or {}):
+            own = context_figures({agent: bodies})
+            turns = gemini_turns(bodies)
+            kinds = ("Stop", "UserPromptSubmit", "PostToolUse", "nudge", "SessionStart")
+            print(
+                f"gemini   {agent}: {len(bodies)} requests, {turns} turns, nudged "
+                f"{w.by_agent.get(agent, 0)}, Stop-drained {m.drains_by_agent.get(agent, 0)}; "
+                f"office context {own.total(*kinds)} bytes = "
+                f"{own.total(*kinds) / max(turns, 1):.0f} per turn ("
+                + ", ".join(f"{k} {own.total(k)}" for k in kinds)
+                + ")"
+            )
     print("context  kind              texts  entries  bytes  bytes/entry")
     for kind in ("Stop", "UserPromptSubmit", "PostToolUse", "nudge", "SessionStart"):
         count, entries, total = c.count(kind), c.entries(kind), c.total(kind)
@@ -406,7 +509,7 @@ def print_run(n: int, f: Figures) -> None:
     )
 
 
-def print_summary(all_figures: list[Figures]) -> None:
+def print_summary(all_figures: list[Figures], desks: str = "claude CLIs") -> None:
     runs = len(all_figures)
     finished = sum(1 for f in all_figures if f.run.finished)
     print(f"\n=== summary: median of {runs} run(s), {finished} finished before the timeout")
@@ -433,7 +536,7 @@ def print_summary(all_figures: list[Figures]) -> None:
     duplicates = sum(f.wake.duplicates for f in all_figures)
     worst_digest = max(r["worst digest bytes per entry"] for r in rows)
     figure(
-        "liveness, three-agent scenario (claude CLIs against a scripted model)",
+        f"liveness, three-agent scenario ({desks} against a scripted model)",
         f"{finished}/{runs} run(s) finished, median {med['seconds to finish']:.0f} s: "
         f"{fmt(med['messages sent (route)'])} messages routed, {consumed}/{copies} copies "
         f"consumed; {batches} batch(es) nudged, max {worst_batch} nudge(s) per batch, "
@@ -457,13 +560,16 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per run")
     parser.add_argument("--keep", action="store_true", help="keep each run's home")
     parser.add_argument("--quick", action="store_true", help="one run (for bench/run_all)")
+    parser.add_argument(
+        "--gemini", action="store_true", help="jim's desk runs the Gemini CLI (scripted API)"
+    )
     args = parser.parse_args()
     if args.quick:
         args.runs = 1
     saved_env = dict(os.environ)
     all_figures = []
     for n in range(1, args.runs + 1):
-        run = run_once(args.timeout)
+        run = run_once(args.timeout, ("jim",) if args.gemini else ())
         os.environ.clear()
         os.environ.update(saved_env)
         paths = HivePaths(run.home)
@@ -474,7 +580,9 @@ def main() -> None:
         if not args.keep:
             shutil.rmtree(run.home, ignore_errors=True)
         all_figures.append(figures)
-    print_summary(all_figures)
+    print_summary(
+        all_figures, "claude CLIs, jim on the Gemini CLI" if args.gemini else "claude CLIs"
+    )
 
 
 if __name__ == "__main__":
