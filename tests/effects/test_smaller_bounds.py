@@ -5,8 +5,10 @@ each refusal beside the call that still goes through:
 - a lease on the whole tree (`/`, `*`, `**`, `.`, `*/*`) is refused; a file lease holds;
 - a symbolic link planted as the hive's `log/` folder is never rotated into (nothing is
   written where it points), said once in health and the office's log; once it is moved
-  aside the log rotates into a real folder;
-- `hive read`, `hive inbox` and `hive log` show C1 controls and bidi overrides as escapes;
+  aside the log rotates into a real folder; a link planted as run/office.log is moved
+  aside at start, never written through;
+- `hive read`, `hive inbox` and `hive log` show C1 controls and bidi overrides as escapes,
+  and so does `hive-office diff` on a terminal (piped, the patch stays exact);
 - office.toml with a 2 MB agent name or an `env` of HIVE_SECRET or LD_PRELOAD is refused
   by doctor and serve, naming the agent and the key; an ordinary env key serves;
 - a client frame nested deeper than the stack is a bad frame: that peer is dropped without
