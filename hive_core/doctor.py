@@ -125,6 +125,7 @@ def _login_checks(paths: HivePaths, agents: list[AgentSpec], manager: str) -> li
     codex and gemini desks are told what they would use."""
     from hive_core.agents.claude import claude_command
     from hive_core.agents.codex import codex_home
+    from hive_core.agents.gemini import shared_login
     from hive_core.agents.login import (
         ClaudeLogin,
         LoginReader,
@@ -156,13 +157,12 @@ def _login_checks(paths: HivePaths, agents: list[AgentSpec], manager: str) -> li
         else:
             then = "" if login.ready else f"; {office_sentence(login, pane, paths)}"
             checks.append(Check(True, f"{who}: Claude login {login.source}{then}"))
-    home = Path(os.environ.get("HOME") or Path.home())
     for agent in local:
         env = desk_env(agent.env)
         if agent.provider == "codex":
             found = codex_login(env, (codex_home(paths, agent.id) / "auth.json").is_file())
         elif agent.provider == "gemini":
-            found = gemini_login(env, (home / ".gemini" / "oauth_creds.json").is_file())
+            found = gemini_login(env, shared_login(paths).is_file())
         else:
             continue
         checks.append(

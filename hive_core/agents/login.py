@@ -388,6 +388,7 @@ GEMINI_KEYS = ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI")
 
 def gemini_login(env: Mapping[str, str], stored: bool) -> str | None:
     """What a gemini desk authenticates with: a key (or Vertex AI) in its environment,
-    or the login in ~/.gemini/oauth_creds.json (`stored`); None: it asks in its pane."""
+    or the Google sign-in its desks share (`stored`: made in one desk's pane, kept under
+    the office home, agents/gemini.py); None: it asks in its pane."""
     key = next((k for k in GEMINI_KEYS if env.get(k)), None)
-    return key or ("the login in ~/.gemini" if stored else None)
+    return key or ("the Google sign-in the office's gemini desks share" if stored else None)

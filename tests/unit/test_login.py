@@ -214,6 +214,7 @@ def test_codex_and_gemini_keys() -> None:
     assert codex_login({}, stored=False) is None
     assert gemini_login({"GEMINI_API_KEY": "k"}, stored=False) == "GEMINI_API_KEY"
     assert gemini_login({}, stored=False) is None
+    assert gemini_login({}, stored=True) == "the Google sign-in the office's gemini desks share"
 
 
 def test_a_start_failure_names_its_cause() -> None:
