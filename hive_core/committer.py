@@ -50,6 +50,11 @@ GC_TIMEOUT = 600.0
 # git's own default (6,700 loose objects) is ~27 MB of 4 KiB blocks of small messages.
 GC_LOOSE_OBJECTS = 1000
 
+# No file larger than this is committed: an agent can write any size into its folders
+# (a 4 GiB sparse file took a commit ~50 s and put a 4 GiB blob in the history). Far
+# above anything the office writes (a log segment is 256 KiB, a message file 400 KiB).
+GIT_FILE_MAX = 8 << 20
+
 # Temp files of atomic writes must never reach the history, whatever .gitignore says.
 _EXCLUDE_RULE = f"{TEMP_PREFIX}*"
 # The user's global excludes file must not decide what the audit trail keeps.
@@ -134,6 +139,10 @@ def _path_group(path: str) -> str:
 @functools.lru_cache(maxsize=1024)
 def _mailbox_group(owner: str) -> str:
     return _LAYOUT.mailbox(owner).root.relative_to(_LAYOUT.hive).as_posix()
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1 << 20):.1f} MiB"
 
 
 def _summarize_paths(paths: Sequence[str]) -> str:
@@ -518,6 +527,8 @@ class Committer:
         self._wake: Callable[[], None] | None = None
         # One commit (or gc) at a time, whichever thread asks (run()'s worker, flush()).
         self._committing = threading.Lock()
+        # Files over GIT_FILE_MAX left out of the commits, by path: their size.
+        self._oversize: dict[str, int] = {}
 
     def _relative(self, path: Path | str) -> str:
         # A burst is thousands of absolute paths under the root: plain string work.
@@ -623,6 +634,9 @@ class Committer:
                 index.remove(rel)  # was a file, is a folder now
             self._stage_folder(index, rel)
             return
+        self._oversize.pop(rel, None)
+        if mode is not None and stat.S_ISREG(mode) and self._too_big(index, rel):
+            return  # never read; the last committed version, if any, stays
         # Only kinds git stores; a socket or fifo is treated as absent. As in git, an
         # ignore rule keeps new files out but does not untrack a tracked one.
         if (
@@ -650,19 +664,71 @@ class Committer:
     def _stage_folder(self, index: pygit2.Index, rel: str) -> None:
         """Everything under a folder ("" for the hive); add_all also drops entries whose
         files are gone. If a file in it grows while libgit2 reads it, add_all gives up
-        on the whole folder: its entries are then staged one by one."""
-        try:
-            index.add_all([rel] if rel else None)
-            return
-        except pygit2.GitError:
-            pass
+        on the whole folder, and it would read a file over GIT_FILE_MAX whole: the
+        folder's entries are then staged one by one."""
         prefix = f"{rel}/" if rel else ""
+        # Found again below if they are still there.
+        for left_out in [p for p in self._oversize if p.startswith(prefix)]:
+            del self._oversize[left_out]
+        if not self._holds_oversize(rel):
+            try:
+                index.add_all([rel] if rel else None)
+                return
+            except pygit2.GitError:
+                pass
         names = set(os.listdir(self._root / rel))
         names |= {
             e.path[len(prefix) :].split("/", 1)[0] for e in index if e.path.startswith(prefix)
         }
         for name in sorted(names):
             self._stage(index, f"{prefix}{name}")
+
+    def _too_big(self, index: pygit2.Index, rel: str) -> bool:
+        """Whether the file at `rel` is left out for its size (and noted as such). One
+        that is ignored and untracked is left out anyway, and not noted."""
+        try:
+            size = os.lstat(self._root / rel).st_size
+        except OSError:
+            return False
+        if size <= GIT_FILE_MAX or (rel not in index and self._repo.path_is_ignored(rel)):
+            return False
+        self._oversize[rel] = size
+        return True
+
+    def _holds_oversize(self, rel: str) -> bool:
+        """Whether a file under the folder `rel` is over GIT_FILE_MAX (its .git aside):
+        sizes from lstat, links not followed, no file read."""
+        stack = [self._root / rel]
+        while stack:
+            try:
+                entries = list(os.scandir(stack.pop()))
+            except OSError:
+                continue
+            for entry in entries:
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        if not (entry.name == ".git" and Path(entry.path).parent == self._root):
+                            stack.append(Path(entry.path))
+                    elif (
+                        entry.is_file(follow_symlinks=False)
+                        and entry.stat(follow_symlinks=False).st_size > GIT_FILE_MAX
+                    ):
+                        return True
+                except OSError:
+                    continue
+        return False
+
+    def oversize_problem(self) -> str | None:
+        """The files left out of the commits for their size, as the sentence for health."""
+        if not self._oversize:
+            return None
+        named = [f"{rel} ({_mib(size)})" for rel, size in sorted(self._oversize.items())]
+        return (
+            f"{_plural(len(named), 'file')} over {_mib(GIT_FILE_MAX)} not committed: "
+            f"{_capped(named, _MAX_DETAILS, ', ')}. They stay on disk, out of the hive's "
+            "history; delete them or move them out of the hive (large files belong in a "
+            "desk's worktree), and the next commit takes what is left there."
+        )
 
     def _stage_snapshot(self, index: pygit2.Index, rel: str, full: Path, mode: int) -> bool:
         try:
@@ -672,7 +738,11 @@ class Committer:
             # git does not store is absent.
             return False
         with open(fd, "rb") as f:
-            data = f.read()
+            # Grown past the cap since the lstat: left out like any file that size.
+            data = f.read(GIT_FILE_MAX + 1)
+        if len(data) > GIT_FILE_MAX:
+            self._oversize[rel] = len(data)
+            return True
         # A line being appended is taken whole by the next commit.
         blob = self._repo.create_blob(data)
         kind = pygit2.enums.FileMode.BLOB_EXECUTABLE if mode & 0o100 else pygit2.enums.FileMode.BLOB
@@ -801,7 +871,11 @@ class Committer:
                     continue
                 backoff = 0.0
                 locked_since = None
-                self._worked()
+                left_out = self.oversize_problem()
+                if left_out:
+                    self._failed(left_out)
+                else:
+                    self._worked()
                 last_commit = time.monotonic()
                 if full:
                     next_full = last_commit + FULL_SWEEP_EVERY

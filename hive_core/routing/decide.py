@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
+from typing import Literal
 
 import msgspec
 
@@ -39,11 +40,34 @@ from hive_core.text import stripped
 _draft_decoder = msgspec.json.Decoder(Draft)
 
 
+# Files too large to be a message (over MESSAGE_FILE_MAX) never enter the hive's git:
+# the bytes are set aside in the home's run/ folder, up to this much in all for the
+# agents' files (the person's own are always kept); beyond it an agent's are dropped.
+QUARANTINE_ASIDE_MAX = 256 << 20
+# Hashed up to this size (a sparse 4 GiB file is not read to be hashed).
+QUARANTINE_HASH_MAX = 64 << 20
+
+Fate = Literal["aside", "dropped", "bad"]
+
+
+@dataclass(frozen=True)
+class Oversize:
+    """A quarantined file too large to keep in the hive's git: its size, its hash (None:
+    over QUARANTINE_HASH_MAX, not read), and what becomes of its bytes (`oversize_fate`)."""
+
+    size: int
+    sha256: str | None
+    fate: Fate
+    aside: str  # where "aside" puts it, home-relative
+
+
 @dataclass(frozen=True)
 class Rejection:
-    """The file cannot be routed; it goes to outbox/.bad with this reason."""
+    """The file cannot be routed; it goes to outbox/.bad with this reason (an oversize
+    one: only its record, `oversize` says where its bytes went)."""
 
     reason: str
+    oversize: Oversize | None = None
 
 
 @dataclass(frozen=True)
@@ -106,6 +130,39 @@ def check_size(size: int) -> Rejection | None:
             "large content in a file your teammate can read."
         )
     return None
+
+
+def oversize_fate(sender: str, size: int, kept: int, *, movable: bool) -> Fate:
+    """Where the bytes of a file over MESSAGE_FILE_MAX go: aside (out of the hive, into
+    the home's run/) while the agents' kept files stay under QUARANTINE_ASIDE_MAX in all;
+    an agent's past that, or on another filesystem (`movable` False), are dropped. The
+    person's own file is never deleted: kept aside, or in outbox/.bad if it cannot move
+    (the committer leaves files over its own cap out of git)."""
+    if sender == HUMAN:
+        return "aside" if movable else "bad"
+    return "aside" if movable and kept + size <= QUARANTINE_ASIDE_MAX else "dropped"
+
+
+def oversize_record(name: str, reason: str, oversize: Oversize, home: str) -> str:
+    """The stub committed in the file's place (outbox/.bad/<id>.reason)."""
+    sha = oversize.sha256 or f"not computed (the file is over {QUARANTINE_HASH_MAX} bytes)"
+    return (
+        f"{name}: {reason}\n"
+        f"size: {oversize.size} bytes\n"
+        f"sha256: {sha}\n"
+        f"bytes: {oversize_where(oversize, home)}\n"
+    )
+
+
+def oversize_where(oversize: Oversize, home: str) -> str:
+    if oversize.fate == "aside":
+        return f"moved out of the hive's git to {home}/{oversize.aside}"
+    if oversize.fate == "bad":
+        return "kept in outbox/.bad (it could not be moved out of the hive)"
+    return (
+        f"dropped: the office keeps at most {QUARANTINE_ASIDE_MAX} bytes of agents' "
+        "oversize files, or could not move this one out of the hive"
+    )
 
 
 def parse_draft(raw: bytes) -> Draft | Rejection:
@@ -461,9 +518,25 @@ def router_notice(notice_id: str, to: str, subject: str, body: str) -> Message:
     )
 
 
-def rejection_notice(msg_id: str, sender: str, source_name: str, reason: str) -> Message:
+def rejection_notice(
+    msg_id: str,
+    sender: str,
+    source_name: str,
+    reason: str,
+    oversize: Oversize | None = None,
+    home: str = "",
+) -> Message:
     """Told to the sender of a quarantined file."""
     name = display_name(source_name)
+    if oversize is not None and oversize.fate != "bad":
+        return router_notice(
+            f"{msg_id}-bad",
+            sender,
+            f"Not delivered: outbox/{name}",
+            f"Your outbox file {name} was not delivered: {reason} It is too large to keep "
+            f"in the hive, so its bytes were {oversize_where(oversize, home)}; "
+            f"outbox/.bad/{msg_id}.reason records its size and hash.",
+        )
     return router_notice(
         f"{msg_id}-bad",
         sender,

@@ -16,7 +16,9 @@ running the remaining steps again at start-up:
    in the tail of log.jsonl.
 4. archive: link the same file to `outbox/.sent/<id>.json` (or move the raw file to
    `outbox/.bad/` with a `.reason`), then drop the claim. Dropping the claim is the
-   commit point.
+   commit point. A file too large to be a message never enters the hive's git: its
+   `.reason` records its size and hash, and its bytes are moved to the home's
+   run/quarantine/ or dropped (decide.oversize_fate); the sender is told which.
 
 Files are handled in batches (everything waiting in one outbox): the data of a whole
 batch is made durable with one filesystem sync before it is linked into place, and
@@ -39,13 +41,14 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import os
 import re
 import stat
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import msgspec
@@ -60,6 +63,7 @@ from hive_core.fsio import (
     ensure_dir,
     is_disk_full,
     is_temp_name,
+    open_regular,
     read_regular,
     read_regular_stat,
     read_tail,
@@ -71,7 +75,9 @@ from hive_core.ids import is_message_id, new_message_id, utc_now_iso
 from hive_core.mail import find_message
 from hive_core.paths import HivePaths
 from hive_core.routing.decide import (
+    QUARANTINE_HASH_MAX,
     Floor,
+    Oversize,
     Rejection,
     RoutePlan,
     check_size,
@@ -79,6 +85,8 @@ from hive_core.routing.decide import (
     display_name,
     is_safe_token,
     moved_notice,
+    oversize_fate,
+    oversize_record,
     parse_draft,
     plan_route,
     rejection_log,
@@ -111,6 +119,9 @@ KEEP_READ_MAX = 16 << 10
 # How much of an outbox file's name its claim keeps: with the id (28 bytes) and the
 # separator, well within the 255 bytes a name may have, whatever the original's length.
 CLAIM_NAME_BYTES = 160
+# Where the bytes of files too large to be messages are set aside, in the home's run/
+# (never in the hive's git; decide.oversize_fate).
+QUARANTINE_FOLDER = "quarantine"
 # A day's hop records the router reads back at most (a line is ~100 bytes).
 HOP_INDEX_DAY_MAX = 256 << 20
 # Errors that are the disk's, not one file's: they stop the pass instead of quarantining.
@@ -574,6 +585,8 @@ class Router:
             return Rejection("it is not a regular file; write the message with `hive send`.")
         too_big = check_size(st.st_size)
         if too_big:
+            if st.st_size > MESSAGE_FILE_MAX:
+                return replace(too_big, oversize=self._oversize(work, st))
             return too_big
         if work.read is not None and work.read[1] == _identity(st):
             return self._plan(work.who, work.msg_id, work.read[0])
@@ -585,6 +598,25 @@ class Router:
         if isinstance(draft, Rejection):
             return draft
         return self._plan(work.who, work.msg_id, draft)
+
+    def _oversize(self, work: _Work, st: os.stat_result) -> Oversize:
+        """What becomes of a claim too large to be a message (decide.oversize_fate): its
+        hash, read in pieces up to QUARANTINE_HASH_MAX, and whether it can be set aside."""
+        folder = self.paths.run / QUARANTINE_FOLDER
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        kept = 0
+        for entry in os.scandir(folder):
+            with contextlib.suppress(OSError):
+                kept += entry.stat(follow_symlinks=False).st_size
+        movable = os.lstat(folder).st_dev == st.st_dev
+        fate = oversize_fate(work.who, st.st_size, kept, movable=movable)
+        aside = folder / f"{work.who}-{work.msg_id}"
+        return Oversize(
+            size=st.st_size,
+            sha256=_sha256(work.claim, QUARANTINE_HASH_MAX),
+            fate=fate,
+            aside=str(aside.relative_to(self.paths.home)),
+        )
 
     def _plan(self, who: str, msg_id: str, draft: Draft) -> RoutePlan | Rejection:
         parent: HopRecord | None = None
@@ -614,7 +646,16 @@ class Router:
     def _messages(self, work: _Work) -> list[Message]:
         outcome = work.outcome
         if isinstance(outcome, Rejection):
-            return [rejection_notice(work.msg_id, work.who, work.source_name, outcome.reason)]
+            return [
+                rejection_notice(
+                    work.msg_id,
+                    work.who,
+                    work.source_name,
+                    outcome.reason,
+                    outcome.oversize,
+                    str(self.paths.home),
+                )
+            ]
         assert outcome is not None
         unique = {outcome.message.id: outcome.message}
         unique.update((d.message.id, d.message) for d in outcome.deliveries)
@@ -711,12 +752,27 @@ class Router:
         outcome = work.outcome
         if isinstance(outcome, Rejection):
             reason_file = box.bad / f"{work.msg_id}.reason"
-            text = f"{display_name(work.source_name)}: {clean_line(outcome.reason)}\n"
+            name, reason, oversize = (
+                display_name(work.source_name),
+                clean_line(outcome.reason),
+                outcome.oversize,
+            )
+            if oversize is not None:
+                text = oversize_record(name, reason, oversize, str(self.paths.home))
+            else:
+                text = f"{name}: {reason}\n"
             atomic_write(reason_file, text.encode(), fsync=False)
+            stats.touched.add(reason_file)
             bad_file = box.bad / f"{work.msg_id}.json"
             with contextlib.suppress(FileNotFoundError):
-                os.rename(work.claim, bad_file)
-            stats.touched.update({reason_file, bad_file})
+                # The rename (or unlink) of the claim is the commit point, as below.
+                if oversize is None or oversize.fate == "bad":
+                    os.rename(work.claim, bad_file)
+                    stats.touched.add(bad_file)
+                elif oversize.fate == "aside":
+                    os.rename(work.claim, self.paths.home / oversize.aside)
+                else:
+                    work.claim.unlink()
             stats.quarantined += 1
             stats.notes.append(("quarantine", work.who))
             return
@@ -738,6 +794,20 @@ class Router:
             stats.touched.add(self.paths.log)
             if self.on_change:
                 self.on_change(stats)
+
+
+def _sha256(path: Path, limit: int) -> str | None:
+    """The file's sha256, read in pieces; None for a file over `limit` (not read)."""
+    fd = open_regular(path)
+    with open(fd, "rb") as f:
+        if os.fstat(fd).st_size > limit:
+            return None
+        digest = hashlib.sha256()
+        left = limit + 1
+        while left > 0 and (chunk := f.read(min(left, 1 << 20))):
+            digest.update(chunk)
+            left -= len(chunk)
+    return None if left <= 0 else digest.hexdigest()
 
 
 def _young(st: os.stat_result) -> bool:

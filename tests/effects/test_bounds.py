@@ -6,11 +6,13 @@ nothing, write files into its own folders. Each test also proves the allowed pat
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -19,14 +21,18 @@ import pytest
 
 import hive_core.committer as committer_module
 from hive_core import conncap, control
-from hive_core.committer import STALE_LOCK_AGE, Committer, RepoDamaged
+from hive_core.committer import GIT_FILE_MAX, STALE_LOCK_AGE, Committer, RepoDamaged
 from hive_core.events import server as hook_server
-from hive_core.schema import ControlRequest
+from hive_core.hive import init_office
+from hive_core.paths import HivePaths
+from hive_core.routing import decide
+from hive_core.schema import MESSAGE_FILE_MAX, ControlRequest
 from tests.conftest import Running
 from tests.e2e.test_git_damage import Health, doctor
 from tests.e2e.test_serve import run
-from tests.effects.test_committer import age, git, messages, repo, run_with, write
+from tests.effects.test_committer import age, git, messages, repo, run_with, tracked, write
 from tests.effects.test_hook_server import hook
+from tests.effects.test_router import inbox, make_router, put_raw, send
 from tests.support import until, wait_for
 
 __all__ = ["repo"]  # the fixture, shared with test_committer
@@ -270,3 +276,132 @@ def test_doctor_names_a_held_index_lock_and_its_holder(home: Path) -> None:
     assert "left by a git that did not finish" in out and f"`rm {lock}`" in out
     lock.unlink()
     assert "index.lock" not in doctor(home)
+
+
+# --- what reaches the hive's git ----------------------------------------------------------
+
+
+@pytest.fixture
+def office(tmp_path: Path) -> HivePaths:
+    paths = HivePaths(tmp_path / "home")
+    init_office(paths)
+    return paths
+
+
+def sparse(path: Path, size: int) -> Path:
+    """What `truncate -s 4G` in an agent's shell makes: a huge file that takes no disk."""
+    with path.open("wb") as f:
+        f.truncate(size)
+    past = time.time() - 10  # old enough that the router does not wait for it
+    os.utime(path, (past, past))
+    return path
+
+
+def largest_blob(repo: Path) -> int:
+    objects = git(repo, "cat-file", "--batch-all-objects", "--batch-check").splitlines()
+    return max(int(line.split()[2]) for line in objects if line.split()[1] == "blob")
+
+
+def reason_of(paths: HivePaths, who: str) -> str:
+    [reason] = paths.mailbox(who).bad.glob("*.reason")
+    return reason.read_text()
+
+
+def test_an_oversize_draft_never_enters_git_its_record_does_and_the_sender_is_told(
+    office: HivePaths,
+) -> None:
+    jim = office.mailbox("jim")
+    huge = sparse(jim.outbox / "huge.json", 4 << 30)
+    real = os.urandom(1 << 20)
+    put_raw(office, "pam", "big.json", real)
+    send(office, "michael", to="pam", subject="allowed", body="a message still goes")
+    router = make_router(office)
+    router.scan_all()
+    assert not huge.exists()
+    # The 4 GiB file: not read to be hashed, and past what the office keeps aside for
+    # agents (QUARANTINE_ASIDE_MAX): dropped, and jim told so.
+    text = reason_of(office, "jim")
+    assert f"size: {4 << 30} bytes" in text and "sha256: not computed" in text
+    assert "bytes: dropped" in text
+    assert not list(jim.bad.glob("*.json")), "no bytes of it in .bad"
+    [told] = inbox(office, "jim")
+    assert told.sender == "router" and "too large to keep in the hive" in told.body
+    assert "dropped" in told.body
+    # The 1 MiB file: hashed, its bytes kept aside as they were.
+    text = reason_of(office, "pam")
+    assert f"sha256: {hashlib.sha256(real).hexdigest()}" in text
+    [kept] = list((office.run / "quarantine").iterdir())
+    assert kept.name.startswith("pam-") and kept.read_bytes() == real
+    assert f"moved out of the hive's git to {kept}" in text
+    [told] = [m for m in inbox(office, "pam") if m.sender == "router"]
+    assert str(kept) in told.body and "records its size and hash" in told.body
+    # The allowed path: a message is routed in the same pass.
+    assert [m.subject for m in inbox(office, "pam") if m.sender == "michael"] == ["allowed"]
+    # What the office commits holds the records, never the bytes.
+    committer = Committer(office.hive)
+    assert committer.commit_now(full=True)
+    files = tracked(office.hive)
+    assert any(f.startswith("agents/jim/outbox/.bad/") and f.endswith(".reason") for f in files)
+    assert largest_blob(office.hive) < MESSAGE_FILE_MAX
+    assert committer.oversize_problem() is None
+
+
+def test_set_aside_bytes_are_bounded_for_agents_never_deleted_for_the_person(
+    office: HivePaths, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(decide, "QUARANTINE_ASIDE_MAX", 3 * MESSAGE_FILE_MAX)
+    body = b"x" * (2 * MESSAGE_FILE_MAX)
+    put_raw(office, "jim", "first.json", body)
+    make_router(office).scan_all()
+    assert "moved out of the hive's git" in reason_of(office, "jim")
+    # The second would pass the bound: an agent's is dropped, and told so.
+    put_raw(office, "pam", "second.json", body)
+    make_router(office).scan_all()
+    assert "bytes: dropped" in reason_of(office, "pam")
+    [told] = inbox(office, "pam")
+    assert "dropped" in told.body
+    assert [p.name[:4] for p in (office.run / "quarantine").iterdir()] == ["jim-"]
+    # The person's own file is kept however much is aside.
+    put_raw(office, "human", "mine.json", body)
+    make_router(office).scan_all()
+    assert "moved out of the hive's git" in reason_of(office, "human")
+    assert sorted(p.name[:4] for p in (office.run / "quarantine").iterdir()) == ["huma", "jim-"]
+
+
+def test_the_committer_leaves_out_files_over_its_cap_and_says_so(
+    office: HivePaths, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(committer_module, "BACKOFF_MAX", 0.05)
+    hive = office.hive
+    notes = hive / "agents" / "jim" / "notes"
+    notes.mkdir(parents=True, exist_ok=True)
+    sparse(notes / "huge.bin", 4 << 30)
+    (notes / "big.txt").write_bytes(b"y" * (GIT_FILE_MAX + 1))
+    (notes / "small.txt").write_text("kept\n")
+    health = Health()
+    committer = health.wire(Committer(hive, interval=0.05))
+
+    async def left_out_then_removed() -> None:
+        # The run's first commit is a full sweep (add_all on the hive, unless a file is
+        # over the cap: then one by one).
+        await until(None, lambda: health.problems, "the files told to health")
+        assert "agents/jim/notes/small.txt" in tracked(hive)
+        problem = health.problems[0]
+        assert "2 files over 8.0 MiB not committed" in problem
+        assert "agents/jim/notes/huge.bin (4096.0 MiB)" in problem
+        assert "agents/jim/notes/big.txt" in problem
+        (notes / "huge.bin").unlink()
+        (notes / "big.txt").write_text("smaller now\n")
+        committer.touch(notes)
+        await until(None, lambda: health.cleared, "the problem to clear")
+
+    run_with(committer, left_out_then_removed)
+    assert git(hive, "show", "HEAD:agents/jim/notes/big.txt") == "smaller now\n"
+    assert "agents/jim/notes/huge.bin" not in tracked(hive)
+    assert largest_blob(hive) <= GIT_FILE_MAX
+    # A tracked file grown past the cap keeps its last committed version.
+    (notes / "big.txt").write_bytes(b"z" * (GIT_FILE_MAX + 1))
+    committer.touch(notes / "big.txt")
+    assert committer.commit_now() is None
+    assert git(hive, "show", "HEAD:agents/jim/notes/big.txt") == "smaller now\n"
+    assert "agents/jim/notes/big.txt" in (committer.oversize_problem() or "")
