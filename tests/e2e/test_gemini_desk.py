@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 
 from hive_core.agents.gemini import DEFAULTS, with_defaults
-from hive_core.demo.scripted_model import Scenario, Turn, turn
+from hive_core.demo.scripted_model import Scenario, ToolUse, Turn, turn
 from hive_core.demo.scripted_model.gemini import (
     CACHED_TOKENS,
     OUTPUT_TOKENS,
@@ -366,6 +366,17 @@ def test_refused_tools_reach_the_model_with_the_offices_reason(
         shell("curl -s http://127.0.0.1:9/"),
         shell(f"echo x > {locked}"),
         shell(f"echo 'x = 2' > {target}"),
+        # Gemini's own file tools, under their Claude names (Write, Edit) for the rules.
+        ToolUse("write_file", {"file_path": str(locked), "content": "x"}),
+        ToolUse(
+            "replace",
+            {
+                "file_path": str(target),
+                "instruction": "Set x to 2.",
+                "old_string": "x = 1",
+                "new_string": "x = 2",
+            },
+        ),
         shell("hive roster"),  # allowed: proves the refusals are the rules, not the shell
     ]
     floor.serve()
@@ -373,19 +384,29 @@ def test_refused_tools_reach_the_model_with_the_offices_reason(
     floor.type("try the rules")
     answered = floor.model.wait_for(lambda r: r.turn == 1, 90).body
     results = function_responses(answered)
-    assert [r["name"] for r in results] == ["run_shell_command"] * 4
-    curl, settings, leased, allowed = (json.dumps(r["response"]) for r in results)
+    assert [r["name"] for r in results] == [
+        *["run_shell_command"] * 3,
+        "write_file",
+        "replace",
+        "run_shell_command",
+    ]
+    curl, settings, leased, written, edited, allowed = (json.dumps(r["response"]) for r in results)
+    locked_reason = "agent-settings/ (your CLI's settings and hooks) is locked"
     for result, reason in (
         (curl, "`curl` reaches the network, and you are not a research agent"),
-        (settings, "agent-settings/ (your CLI's settings and hooks) is locked"),
+        (settings, locked_reason),
         (leased, "is leased by pam until"),
+        (edited, "is leased by pam until"),
     ):
         assert "Tool execution blocked" in result and reason in result, result
-    assert "(new grammar)" in leased
+    # A file tool's path outside the desk's folder is Gemini's own refusal, before any
+    # hook (the office's files are outside it): the model reads Gemini's reason.
+    assert "Path not in workspace" in written and "Tool execution blocked" not in written
+    assert "(new grammar)" in leased and "(new grammar)" in edited
     assert "Tool execution blocked" not in allowed and "michael" in allowed, allowed
     assert target.read_text() == "x = 1\n" and not locked.exists()
     denied = [d for d in floor.log() if "denied" in d]
-    assert len(denied) == 3, denied
+    assert len(denied) == 4, denied
 
 
 # --- 5 ------------------------------------------------------------------------------------
