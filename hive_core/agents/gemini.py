@@ -66,6 +66,7 @@ from typing import Any
 
 import msgspec
 
+from hive_core.agents.claude import CHECKOUT
 from hive_core.agents.provider import (
     CanonicalEvent,
     EventName,
@@ -126,12 +127,6 @@ _CONTEXT_EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse")
 _FORWARDED = ("HIVE_HOME", "HIVE_AGENT_ID", "HIVE_SECRET", "HIVE_SOCKET")
 # The `hive` CLI is how agents coordinate: it never waits on a confirmation.
 ALLOWED_TOOLS = ["run_shell_command(hive)"]
-# A key in the desk's environment and the auth type that uses it (Gemini's AuthType),
-# first match wins as in Gemini's own getAuthTypeFromEnv.
-AUTH_TYPES = (
-    ("GOOGLE_GENAI_USE_VERTEXAI", "vertex-ai"),
-    ("GEMINI_API_KEY", "gemini-api-key"),
-)
 
 
 def gemini_home(paths: HivePaths, agent_id: str) -> Path:
@@ -188,13 +183,12 @@ def hook_shell_command(hook_command: list[str]) -> str:
 
 
 def auth_type(env: Mapping[str, str]) -> str | None:
-    """The sign-in Gemini uses without asking, from the desk's environment; None: the
-    environment holds none (Gemini keeps the person's answer from its own screen)."""
-    for name, kind in AUTH_TYPES:
-        value = env.get(name, "")
-        if value if name != "GOOGLE_GENAI_USE_VERTEXAI" else value.lower() == "true":
-            return kind
-    return None
+    """The sign-in Gemini uses without asking, from the desk's environment (Gemini's own
+    order: Vertex AI, then an API key); None: the environment holds none (Gemini keeps
+    the person's answer from its own screen)."""
+    if env.get("GOOGLE_GENAI_USE_VERTEXAI", "").lower() == "true":
+        return "vertex-ai"
+    return "gemini-api-key" if env.get("GEMINI_API_KEY") else None
 
 
 def office_settings(
@@ -273,9 +267,6 @@ class GeminiProvider:
         return agent.command[0] if agent.command else "gemini"
 
     def install_hint(self, *, here: bool = True) -> str:
-        # Imported here: claude's module loads cth_hook and the policy.
-        from hive_core.agents.claude import CHECKOUT
-
         setup = CHECKOUT / "scripts" / "setup"
         if here and setup.is_file():
             return (

@@ -477,6 +477,14 @@ def test_gemini_launch_env_and_argv(tmp_path: Path) -> None:
     assert_only_office_home_written(tmp_path, before)
 
 
+def test_gemini_install_hint_names_the_pinned_cli_here_and_npm_elsewhere() -> None:
+    gemini = GeminiProvider()
+    assert "scripts/setup (it puts the pinned Gemini CLI in .venv/bin)" in gemini.install_hint()
+    assert gemini.install_hint(here=False) == (
+        "Install Gemini CLI with `npm install -g @google/gemini-cli`."
+    )
+
+
 def test_gemini_resume_model_and_first_prompt(tmp_path: Path) -> None:
     ctx = make_ctx(tmp_path, "gemini", resume=True, model="gemini-2.5-pro", command=["/opt/gemini"])
     launch = GeminiProvider().prepare(ctx)
