@@ -13,7 +13,7 @@ from pathlib import Path
 
 from hive_core.memory.fold import should_tidy
 from hive_core.memory.retention import Retention, sweep
-from hive_core.memory.sources import entries_for
+from hive_core.memory.sources import TooLarge, entries_for
 from hive_core.memory.store import MemoryStore, open_store
 from hive_core.memory.tidy import summariser_for, tidy
 from hive_core.paths import HivePaths
@@ -48,6 +48,8 @@ class MemoryKeeper:
         self._changed: set[Path] = set()
         self._wake = asyncio.Event()
         self._closed = False
+        # What the index could not take that was told already (_tell).
+        self._told: set[str] = set()
 
     def changed(self, paths: set[Path]) -> None:
         """Hive files that changed (from the router or the watcher)."""
@@ -101,9 +103,18 @@ class MemoryKeeper:
         except Exception as exc:
             self.log("office", f"memory index unavailable: {exc!r}")
             return
-        for line in (*self._store.recovered, *self._store.refused):
+        for line in self._store.recovered:
             self.log("office", f"memory: {line}")
+        for line in self._store.refused:
+            self._tell(line)
         self._store.recovered = []
+
+    def _tell(self, line: str) -> None:
+        """Log what the index could not take, once a run: a source file refused or cut
+        is read again at every change, and must not log at every change."""
+        if line not in self._told:
+            self._told.add(line)
+            self.log("office", f"memory: {line}")
 
     def _close(self) -> None:
         if self._store is not None:
@@ -121,7 +132,7 @@ class MemoryKeeper:
         try:
             changes = entries_for(self.paths, batch)
             for line in changes.refused:
-                self.log("office", f"memory: {line}")
+                self._tell(line)
             self._store.apply(changes)
         except Exception as exc:
             self.log("office", f"memory index update failed: {exc!r}")
@@ -145,6 +156,9 @@ class MemoryKeeper:
                 else None,
                 store=self._store,
             )
+        except TooLarge as exc:
+            self._tell(str(exc))
+            return
         except Exception as exc:
             self.log(spec.id, f"memory tidy failed (notes kept): {exc!r}")
             return
@@ -156,6 +170,9 @@ class MemoryKeeper:
         for agent_id in agents:
             try:
                 dropped = sweep(self.paths, agent_id, self.retention, store=self._store)
+            except TooLarge as exc:
+                self._tell(str(exc))
+                continue
             except Exception as exc:
                 self.log(agent_id, f"memory retention failed (nothing dropped): {exc!r}")
                 continue

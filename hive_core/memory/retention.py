@@ -20,7 +20,7 @@ from pathlib import Path
 import msgspec
 
 from hive_core.fsio import atomic_write
-from hive_core.memory.sources import confined, entries_for, spans, to_chunk
+from hive_core.memory.sources import confined, entries_for, read_whole, spans, to_chunk
 from hive_core.memory.store import MemoryStore, open_store
 from hive_core.paths import HivePaths
 from hive_core.schema import OfficeSettings
@@ -161,7 +161,4 @@ def _describe(rule: Retention) -> str:
 
 
 def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return ""
+    return read_whole(path, "swept by retention")

@@ -29,6 +29,11 @@ A source is read only where its real path stays inside its owner's folder
 (`Located.folder`): a symlink an agent plants in its own folder (memory/archive.md ->
 another agent's notes) is refused with a reason, never followed, so nobody's private
 memory shows in another's search.
+
+A source is read up to SOURCE_MAX bytes: an agent can make its archive.md any size (a
+256 MiB sparse one had the office at 843 MB and memory.db at 540 MB). Markdown past it
+is indexed up to its last whole line within the cap, a JSON source past it not at all;
+either is named in `refused`, so the office says so.
 """
 
 from __future__ import annotations
@@ -76,6 +81,11 @@ class Promoted(msgspec.Struct, kw_only=True):
     promoted_by: str
     promoted_at: str
     tags: list[str] = []
+
+
+# Bytes of one source file read at most (see the module docstring). Far past what the
+# tidy keeps (memory_budget) or a message file holds.
+SOURCE_MAX = 4 << 20
 
 
 class OutsideOwner(Exception):
@@ -197,16 +207,18 @@ def confined(paths: HivePaths, file: Path) -> Path:
 
 def read_confined(
     paths: HivePaths, found: Located, folders: dict[str, str] | None = None
-) -> tuple[bytes, float]:
-    """(content, mtime) of a source file read without following a symlink out of its
-    owner's folder. OSError if it is not a regular file (a FIFO is never waited on)."""
+) -> tuple[bytes, float, bool]:
+    """(content, mtime, cut) of a source file read without following a symlink out of
+    its owner's folder: its first SOURCE_MAX bytes, `cut` if there is more. OSError if it
+    is not a regular file (a FIFO is never waited on)."""
     real = _confined(paths, found.rel, found.folder, folders)
     fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     with os.fdopen(fd, "rb") as f:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise IsADirectoryError(f"{found.rel} is not a regular file")
-        return f.read(), st.st_mtime
+        data = f.read(SOURCE_MAX + 1)
+        return data[:SOURCE_MAX], st.st_mtime, len(data) > SOURCE_MAX
 
 
 # --- markdown into pieces (pure) ------------------------------------------------------------
@@ -400,11 +412,57 @@ def _promoted_entry(data: bytes, rel: str) -> Entry:
     )
 
 
-def _read(paths: HivePaths, found: Located, folders: dict[str, str]) -> list[Entry]:
+# The sources read as markdown: what is within the cap of one is still worth indexing.
+_MARKDOWN: frozenset[Kind] = frozenset({"note", "memory", "archive", "board"})
+
+
+class TooLarge(Exception):
+    """A JSON source over SOURCE_MAX: not read; the message says so."""
+
+
+def _too_large(rel: str, read: str) -> str:
+    return (
+        f"{rel} is over {SOURCE_MAX >> 20} MiB; {read} (memory sources are read up to "
+        f"{SOURCE_MAX >> 20} MiB). Move what is older out of it to have it found."
+    )
+
+
+def read_whole(path: Path, doing: str) -> str:
+    """The text of a memory file that the tidy or retention rewrites, so reads whole:
+    "" if it is missing, TooLarge over SOURCE_MAX (`doing`: what is then not done to it),
+    never waiting on a FIFO."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return ""
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise IsADirectoryError(f"{path.name} is not a regular file")
+        data = f.read(SOURCE_MAX + 1)
+    if len(data) > SOURCE_MAX:
+        raise TooLarge(_too_large(str(path), f"it is not {doing}"))
+    return data.decode("utf-8")
+
+
+def _read(
+    paths: HivePaths, found: Located, folders: dict[str, str]
+) -> tuple[list[Entry], str | None]:
+    """The file's entries, and what to say about it (a markdown file cut at the cap)."""
     if found.kind == "ci":
         # Beside the hive, in the office's own cache: read by ci_logs, never through a link.
-        return ci_logs.indexed(paths, found.rel)
-    data, mtime = read_confined(paths, found, folders)
+        return ci_logs.indexed(paths, found.rel), None
+    data, mtime, cut = read_confined(paths, found, folders)
+    kind, rel = found.kind, found.rel
+    if cut:
+        if kind not in _MARKDOWN:
+            raise TooLarge(_too_large(rel, "it is not indexed"))
+        # The last line within the cap may be cut short: it is left out whole.
+        data = data[: data.rfind(b"\n") + 1]
+        return _entries(data, mtime, found), _too_large(rel, "only its beginning is indexed")
+    return _entries(data, mtime, found), None
+
+
+def _entries(data: bytes, mtime: float, found: Located) -> list[Entry]:
     kind, owner, rel, _ = found
     if kind == "task":
         return _task_entries(data, rel)
@@ -421,7 +479,8 @@ def entries_for(paths: HivePaths, changed: Iterable[Path]) -> Changes:
     Reads only the changed files that are memory sources; everything else is ignored.
     Each source path is in `deletions`, so its old pieces go unless re-upserted, and a
     file that is gone, unreadable or malformed leaves nothing behind. A symlink out of
-    its owner's folder leaves nothing either, and is named in `refused`.
+    its owner's folder leaves nothing either, and is named in `refused`; so is a file
+    over SOURCE_MAX (read up to it, or not at all).
     """
     upserts: list[Entry] = []
     deletions: set[str] = set()
@@ -433,11 +492,15 @@ def entries_for(paths: HivePaths, changed: Iterable[Path]) -> Changes:
             continue
         deletions.add(found.rel)
         try:
-            upserts.extend(_read(paths, found, folders))
-        except OutsideOwner as e:
+            entries, note = _read(paths, found, folders)
+        except (OutsideOwner, TooLarge) as e:
             refused.append(str(e))
+            continue
         except (OSError, msgspec.DecodeError, RecursionError):
             continue  # gone meanwhile, a directory, or not (yet) valid
+        upserts.extend(entries)
+        if note is not None:
+            refused.append(note)
     return Changes(upserts, deletions, tuple(refused))
 
 

@@ -56,7 +56,7 @@ from hive_core.memory.fold import (
     size,
     summary_prompt,
 )
-from hive_core.memory.sources import confined, entries_for
+from hive_core.memory.sources import confined, entries_for, read_whole
 from hive_core.memory.store import MemoryStore, open_store
 from hive_core.paths import HivePaths, Mailbox
 from hive_core.schema import AgentSpec
@@ -229,7 +229,4 @@ def tidy(
 
 
 def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return ""
+    return read_whole(path, "tidied")

@@ -24,6 +24,8 @@ from hive_core import conncap, control
 from hive_core.committer import GIT_FILE_MAX, STALE_LOCK_AGE, Committer, RepoDamaged
 from hive_core.events import server as hook_server
 from hive_core.hive import init_office
+from hive_core.memory import open_store, sources
+from hive_core.memory.tidy import tidy
 from hive_core.paths import HivePaths
 from hive_core.routing import decide
 from hive_core.schema import MESSAGE_FILE_MAX, ControlRequest
@@ -405,3 +407,62 @@ def test_the_committer_leaves_out_files_over_its_cap_and_says_so(
     assert committer.commit_now() is None
     assert git(hive, "show", "HEAD:agents/jim/notes/big.txt") == "smaller now\n"
     assert "agents/jim/notes/big.txt" in (committer.oversize_problem() or "")
+
+
+# --- memory sources -----------------------------------------------------------------------
+
+
+def found(paths: HivePaths, word: str, caller: str = "jim") -> bool:
+    with open_store(paths) as store:
+        return any(word in hit.entry.text for hit in store.search(word, caller=caller))
+
+
+def office_log(paths: HivePaths) -> list[str]:
+    return [json.loads(line).get("detail") or "" for line in paths.log.read_text().splitlines()]
+
+
+def test_a_huge_archive_is_indexed_up_to_the_cap_and_told_once(running: Running) -> None:
+    paths = running.office.paths
+    archive = paths.mailbox("jim").archive
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    # What `printf ... > archive.md; truncate -s 256M archive.md; echo ... >>` makes.
+    with archive.open("wb") as f:
+        f.write(b"## 2026-01-01T00:00:00Z: old\n\nthe zebraquota is seven\n\n")
+        f.seek(256 << 20)
+        f.write(b"\nthe tailmarker beyond the cap\n")
+    paths.mailbox("jim").memory.write_text("- the allowedpath memory is indexed whole\n")
+    running.office.memory.changed({archive, paths.mailbox("jim").memory})
+    wait_for(lambda: found(paths, "zebraquota"), "the archive's beginning indexed")
+    assert found(paths, "allowedpath")
+    assert not found(paths, "tailmarker")
+    rel = "agents/jim/memory/archive.md"
+    told = [d for d in office_log(paths) if rel in d and "only its beginning is indexed" in d]
+    assert len(told) == 1, told
+    assert paths.memory_db.stat().st_size < 4 * sources.SOURCE_MAX
+    # Changed again (appended to), it is read again up to the cap, and not told again.
+    with archive.open("ab") as f:
+        f.write(b"\nmore\n")
+    archive.with_name("notes.md").write_text("- the secondchange note\n")
+    running.office.memory.changed({archive, archive.with_name("notes.md")})
+    wait_for(lambda: found(paths, "secondchange"), "the next change indexed")
+    assert len([d for d in office_log(paths) if rel in d]) == 1
+
+
+def test_json_sources_over_the_cap_are_not_read_and_notes_over_it_are_not_tidied(
+    office: HivePaths,
+) -> None:
+    box = office.mailbox("jim")
+    big = box.inbox / "20260101T000000000000Z-big.json"
+    sparse(big, sources.SOURCE_MAX + 1)
+    changes = sources.entries_for(office, [big])
+    assert not changes.upserts and big.relative_to(office.hive).as_posix() in changes.deletions
+    assert "it is not indexed" in changes.refused[0]
+    box.notes.parent.mkdir(parents=True, exist_ok=True)
+    sparse(box.notes, 256 << 20)
+    with pytest.raises(sources.TooLarge, match="it is not tidied"):
+        tidy(office, "jim", budget=4096)
+    assert box.notes.stat().st_size == 256 << 20, "the notes are kept"
+    # Within the cap, the tidy folds them.
+    box.notes.write_text("- 2026-01-01T00:00:00Z the vendor allows ten requests\n")
+    fold = tidy(office, "jim", budget=4096)
+    assert fold is not None and "ten requests" in box.memory.read_text()
