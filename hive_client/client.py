@@ -3,8 +3,10 @@
     -> control socket: {"cmd": "hive", "argv": [...], "cwd": ..., "tty": [...],
                         "agent": $HIVE_AGENT_ID, "secret": $HIVE_SECRET}\\n
     <- {"ok": true, ...}\\n        or {"ok": false, "error": ...}\\n (refused: exit 1)
-    <- frames: STDOUT, STDERR, WANT (the verb reads its stdin), then EXIT, the last
-    -> frames: STDIN, once WANT came (length 0: its end)
+    <- frames: STDOUT, STDERR, WANT (the verb reads its stdin), READ (the verb reads a
+       file the command line names), then EXIT, the last
+    -> frames: STDIN, once WANT came (length 0: its end); for each READ, FILE frames
+       (length 0: the file's end) or one FILE_ERROR
 
 A frame is a type byte, a 4-byte big-endian length and that many bytes (at most
 FRAME_MAX); EXIT carries the verb's exit code (4 bytes, signed). This module is the one
@@ -14,7 +16,10 @@ uses these names.
 Who is calling is this process: the office attributes the connection from the kernel's
 word (SO_PEERCRED and the process's ancestry, hive_core/control.py) and checks what the
 environment claims (HIVE_AGENT_ID, HIVE_SECRET) against it as for every verb; the verb
-then runs in the office as that proven caller, never as what this end says.
+then runs in the office as that proven caller, never as what this end says. A file the
+command line names is read here, by this process (READ): from its cwd, with only what
+this process may read (a contained desk's, hive_core/agents/contain.py), never what the
+office may.
 
 Where it runs (`runs_in_office`): every verb, but those in LOCAL and a few command
 lines, which this process runs itself (hive_core/cli/hive.py goes on with the full
@@ -32,11 +37,12 @@ import _socket
 import os
 import time
 
-STDIN, STDOUT, STDERR, EXIT, WANT = 0, 1, 2, 3, 4
+STDIN, STDOUT, STDERR, EXIT, WANT, READ, FILE, FILE_ERROR = range(8)
 HEADER_SIZE = 5
 # The most data one frame carries: a pipe's worth, so a frame is one read on each side.
 FRAME_MAX = 64 * 1024
-# How long the office may take to take the verb (the reply line) before we give up.
+# How long a caller waits for the office's answer (here: the reply line) before it
+# refuses. Generous: a busy office (a routing burst, a large commit) answers well within.
 ANSWER_TIMEOUT_S = 10.0
 # How long a call waits for an office that is starting or restarting.
 WAIT_S = 15.0
@@ -46,6 +52,7 @@ REPLY_MAX = 64 * 1024
 # `hive`'s exit code for a refusal (cli/common.py REFUSED).
 REFUSED = 1
 NOT_ANSWERING = "the office is not answering; try again."
+WAITING = f"hive: waiting for the office to answer (up to {WAIT_S:.0f} s)...\n"
 
 # Verbs this process runs itself while an office runs, and why (on a remote desk's host
 # the office runs them in a process of their own, hive_core/remote/relay.py).
@@ -231,9 +238,7 @@ def _call(path: str, argv: list[str], home: str | None) -> int | None:
         now = time.monotonic()
         if waiting_since is None:
             waiting_since = now
-            os.write(
-                2, f"hive: waiting for the office to answer (up to {WAIT_S:.0f} s)...\n".encode()
-            )
+            os.write(2, WAITING.encode())
         elif now - waiting_since > WAIT_S:
             return _fail(NOT_ANSWERING if home is not None else _unreachable(path, None))
         time.sleep(RETRY_S)
@@ -306,6 +311,8 @@ def _frames(sock: _socket.socket) -> int:
                 _write(kind, data)
             elif kind == WANT:
                 stdin_open = True
+            elif kind == READ:
+                _send_file(sock, data)
         if stdin_open:
             import select  # a C extension, and only a verb reading stdin needs it
 
@@ -328,6 +335,35 @@ def _send_stdin(sock: _socket.socket) -> bool:
         data = b""  # no stdin at all (a closed fd): the verb sees an empty one
     sock.sendall(frame(STDIN, data))
     return bool(data)
+
+
+def read_request(path: str, limit: int | None) -> bytes:
+    """A READ frame's data: the most bytes wanted (-1: all) and the path."""
+    return f"{-1 if limit is None else limit}\n{path}".encode("utf-8", "surrogateescape")
+
+
+def _send_file(sock: _socket.socket, request: bytes) -> None:
+    """The file a READ names (at most its limit), in FILE frames, or why not."""
+    most, _, raw = request.partition(b"\n")
+    left = int(most)
+    try:
+        fd = os.open(os.fsdecode(raw), os.O_RDONLY)
+    except OSError as e:
+        sock.sendall(frame(FILE_ERROR, f"{e.errno}\n{e.strerror}".encode()))
+        return
+    try:
+        while left:
+            data = os.read(fd, FRAME_MAX if left < 0 else min(left, FRAME_MAX))
+            if not data:
+                break
+            left -= len(data) if left > 0 else 0
+            sock.sendall(frame(FILE, data))
+    except OSError as e:
+        sock.sendall(frame(FILE_ERROR, f"{e.errno}\n{e.strerror}".encode()))
+        return
+    finally:
+        os.close(fd)
+    sock.sendall(frame(FILE))
 
 
 def _write(fd: int, data: bytes) -> None:

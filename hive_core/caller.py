@@ -9,9 +9,10 @@ agent cannot act as another or as the person by changing its environment.
 With no office running nothing can check a claim. A verb that needs proof (the board,
 the ledger, memory, promotion) refuses an agent's claim then (`proven`); mail takes the
 claim as it stands, because it only queues in the claimed outbox and the router, when
-it starts, attributes it by that outbox. Anything short of a clear "no office runs"
-(a socket that does not answer, an unreadable reply) is a refusal: this module fails
-closed.
+it starts, attributes it by that outbox. An office that holds its home but does not
+answer yet (starting or restarting) is waited for, a bounded while; anything else short
+of a clear "no office runs" (a socket that does not answer in time, an unreadable
+reply) is a refusal: this module fails closed.
 
 Every `hive` call pays for one round trip here, so it imports nothing beyond what the
 mail verbs already load (no `socket`, no asyncio).
@@ -21,21 +22,20 @@ from __future__ import annotations
 
 import _socket
 import contextlib
+import sys
+import time
 from pathlib import Path
 from typing import NamedTuple
 
 import msgspec
 
+from hive_client.client import ANSWER_TIMEOUT_S, NOT_ANSWERING, RETRY_S, WAIT_S, WAITING
 from hive_client.client import office_running as _office_running
 from hive_core import invocation
 from hive_core.config import agent
 from hive_core.paths import HivePaths, Mailbox
 from hive_core.schema import HUMAN, ControlReply, ControlRequest, OfficeConfig
 
-# How long a caller waits for the office's answer before refusing. Generous: a busy
-# office (a routing burst, a large commit) still answers well within it.
-ANSWER_TIMEOUT_S = 10.0
-NOT_ANSWERING = "the office is not answering; try again."
 # The largest request line (`type` text is most of it): well past any paste a person
 # makes, and what the office holds at most per connection.
 REQUEST_MAX = 1 << 20
@@ -74,18 +74,9 @@ def identify(paths: HivePaths, config: OfficeConfig) -> Caller:
     the claim when no office runs (not proven), a CallerError otherwise."""
     claimed = _claim(config)
     secret = invocation.getenv("HIVE_SECRET") or ""
-    try:
-        reply = request(
-            paths.control_socket,
-            ControlRequest(cmd="whoami", agent=claimed, secret=secret),
-            timeout=ANSWER_TIMEOUT_S,
-        )
-    except OSError:  # ConnectionError and TimeoutError included
-        if office_running(paths) is not False:
-            raise CallerError(NOT_ANSWERING) from None
+    reply = _ask(paths, ControlRequest(cmd="whoami", agent=claimed, secret=secret))
+    if reply is None:
         return Caller(paths, config, claimed or HUMAN, proven=False)
-    except msgspec.DecodeError:
-        raise CallerError(NOT_ANSWERING) from None
     if not reply.ok or not reply.detail:
         raise CallerError(reply.error or NOT_ANSWERING)
     return Caller(paths, config, reply.detail, proven=True)
@@ -99,16 +90,7 @@ def require_person(paths: HivePaths, verb: str) -> None:
     office gives every desk's processes HIVE_AGENT_ID and HIVE_SECRET). Nothing else is
     left to tell with no office: its agents and what they left behind are gone with it
     (pty_session.py, strays.py)."""
-    try:
-        reply = request(
-            paths.control_socket, ControlRequest(cmd="person", text=verb), ANSWER_TIMEOUT_S
-        )
-    except OSError:
-        if office_running(paths) is not False:
-            raise CallerError(NOT_ANSWERING) from None
-        reply = None
-    except msgspec.DecodeError:
-        raise CallerError(NOT_ANSWERING) from None
+    reply = _ask(paths, ControlRequest(cmd="person", text=verb))
     if reply is not None:
         if not reply.ok:
             raise CallerError(reply.error or NOT_ANSWERING)
@@ -124,6 +106,37 @@ def require_person(paths: HivePaths, verb: str) -> None:
             f"({', '.join(held)}); run it from your own terminal, or unset "
             "HIVE_AGENT_ID and HIVE_SECRET if this terminal is yours."
         )
+
+
+def _ask(paths: HivePaths, req: ControlRequest) -> ControlReply | None:
+    """The office's answer to `req`, None if no office runs. An office holding its home
+    but not answering yet (starting, restarting) is waited for, up to WAIT_S, with one
+    line saying so, as the thin `hive` waits (hive_client/client.py); anything else
+    short of an answer is a CallerError."""
+    waiting_since = None
+    while True:
+        try:
+            return request(paths.control_socket, req, timeout=ANSWER_TIMEOUT_S)
+        except ConnectionError:  # no socket, nobody listening, or closed unanswered
+            running = office_running(paths)
+            if running is False:
+                return None
+            if running is None:
+                raise CallerError(NOT_ANSWERING) from None
+        except OSError:  # TimeoutError included
+            if office_running(paths) is not False:
+                raise CallerError(NOT_ANSWERING) from None
+            return None
+        except msgspec.DecodeError:
+            raise CallerError(NOT_ANSWERING) from None
+        now = time.monotonic()
+        if waiting_since is None:
+            waiting_since = now
+            sys.stderr.write(WAITING)
+            sys.stderr.flush()
+        elif now - waiting_since > WAIT_S:
+            raise CallerError(NOT_ANSWERING)
+        time.sleep(RETRY_S)
 
 
 def proven(caller: Caller) -> Caller:
@@ -201,4 +214,7 @@ def request(path: Path, req: ControlRequest, timeout: float = 10.0) -> ControlRe
             data += chunk
     finally:
         sock.close()
+    if not data:
+        # Closed with no answer: an office stopping took the connection, not the request.
+        raise ConnectionError("the office closed the connection without an answer")
     return _decode_reply(data)

@@ -1,12 +1,13 @@
 """Whose `hive` verb this thread runs: the process's own, or a caller's the office runs.
 
-A `hive` process reads its environment and cwd and asks the office over the control
-socket who it is. When the office runs the verb instead (the thin `hive`,
+A `hive` process reads its environment, cwd and the files its command line names, and
+asks the office over the control socket who it is. When the office runs the verb instead (the thin `hive`,
 hive_core/office/verbs.py), the thread running it is the office's, whose environment,
 cwd and process say nothing of the caller: the verb reads them here, from the
-Invocation the office set for that thread, and the office's questions (whoami, the
-person's check) are answered as the caller the control socket attributed
-(control.ControlServer.decide), never as the office's own process.
+Invocation the office set for that thread; a named file is read by the caller's own
+process, with what it may read (a contained desk reads less than the office); and the
+office's questions (whoami, the person's check) are answered as the caller the control
+socket attributed (control.ControlServer.decide), never as the office's own process.
 
 Standard library only, and cheap: every `hive` process imports it.
 """
@@ -26,13 +27,16 @@ if TYPE_CHECKING:
 
 class Invocation(NamedTuple):
     """A verb the office runs for a caller: its office home, the environment it claims
-    (HIVE_AGENT_ID, HIVE_SECRET; a remote desk's HIVE_REMOTE_CWD), its cwd, and the
-    office's answer to a control request as that caller."""
+    (HIVE_AGENT_ID, HIVE_SECRET; a remote desk's HIVE_REMOTE_CWD), its cwd, the
+    office's answer to a control request as that caller, and a file the command line
+    names (at most so many bytes, None: all) as the caller reads it, in its own process
+    (OSError if it cannot)."""
 
     home: Path
     env: Mapping[str, str]
     cwd: str
     ask: Callable[[ControlRequest], ControlReply]
+    read: Callable[[str, int | None], bytes]
 
 
 _current: ContextVar[Invocation | None] = ContextVar("hive_invocation", default=None)

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import Literal, NamedTuple
 
+from hive_core import invocation
 from hive_core.schema import HUMAN
 
 DEFAULT_HOME = "~/.hive-office"
@@ -14,8 +15,9 @@ SOCKET_PATH_MAX = 107
 
 
 def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
-    """--home wins, then HIVE_HOME, then ~/.hive-office."""
-    raw = home or os.environ.get("HIVE_HOME") or DEFAULT_HOME
+    """--home wins, then HIVE_HOME, then ~/.hive-office (the caller's, when the office
+    runs a verb for it: hive_core/invocation.py)."""
+    raw = home or invocation.getenv("HIVE_HOME") or DEFAULT_HOME
     return Path(raw).expanduser().absolute()
 
 

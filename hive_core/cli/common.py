@@ -194,9 +194,11 @@ def read_source(source: str, limit: int | None = BODY_MAX) -> str:
     try:
         if source == "-":
             data = sys.stdin.buffer.read(-1 if limit is None else limit + 1)
+        elif (running := invocation.current()) is not None:
+            # Read by the caller's process, not the office's (hive_core/invocation.py).
+            data = running.read(source, None if limit is None else limit + 1)
         else:
-            # The caller's cwd: the office may be running this verb for it.
-            data = Path(invocation.getcwd(), source).read_bytes()
+            data = Path(source).read_bytes()
     except OSError as e:
         raise BadUsage(f"cannot read {name}: {e.strerror}. Check the path.") from None
     if limit is not None and len(data) > limit:

@@ -12,7 +12,9 @@ loop, with the same code a `hive` process runs (cli/hive.run), as that caller:
   home, the only one it serves;
 - its streams: stdout and stderr go to the connection as frames as they are written;
   stdin is asked for (WANT) the first time the verb reads it and read from the
-  connection, so a verb that never reads it leaves the caller's stdin alone.
+  connection, so a verb that never reads it leaves the caller's stdin alone;
+- a file its command line names (`board --write FILE`): read by the caller's process
+  (READ), from its cwd and with what it may read, never by the office's.
 
 A remote desk's verb runs here as the desk, as a verb relayed from its host (files named
 on its command line are refused, its cwd is the host's: cli/common.py); the verbs the
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import importlib
 import io
 import queue
@@ -43,8 +46,12 @@ from pathlib import Path
 from typing import Any
 
 from hive_client.client import (
+    ANSWER_TIMEOUT_S,
+    FILE,
+    FILE_ERROR,
     FRAME_MAX,
     HEADER_SIZE,
+    READ,
     REFUSED,
     STDERR,
     STDIN,
@@ -53,11 +60,11 @@ from hive_client.client import (
     exit_frame,
     frame,
     header,
+    read_request,
     runs_in_office,
     split_home,
 )
 from hive_core import invocation
-from hive_core.caller import ANSWER_TIMEOUT_S
 from hive_core.cli.common import RELAYED_ENV
 from hive_core.control import VerbCall
 from hive_core.remote.relay import Relay
@@ -66,10 +73,10 @@ from hive_core.schema import ControlReply, ControlRequest
 # Verbs running at once; more wait for a thread. A verb takes milliseconds (the ones
 # that live long stay in the caller's process, hive_client.client.LOCAL).
 WORKERS = 4
-# Stdin frames held for a verb that has not read them yet (a megabyte): a caller
-# pouring stdin faster than the verb reads it waits.
-STDIN_HELD = 16
-STDIN_POLL_S = 0.1
+# Stdin (or file) frames held for a verb that has not read them yet (a megabyte): a
+# caller pouring them faster than the verb reads them waits.
+HELD = 16
+POLL_S = 0.1
 # How long the office, stopping, lets the verbs it took finish.
 CLOSE_WAIT_S = 10.0
 
@@ -112,19 +119,21 @@ class Verbs:
             # On the verb's thread: the loop answers, as it answers the control socket.
             return asyncio.run_coroutine_threadsafe(ask(req), loop).result(ANSWER_TIMEOUT_S)
 
-        running = invocation.Invocation(self.home, self._env(call), self._cwd(call), asked)
+        running = invocation.Invocation(
+            self.home, self._env(call), self._cwd(call), asked, streams.read_file
+        )
         # The office's home first: a --home of the caller's after it wins, and is refused
         # unless it is this one (cli/common.office_paths).
         argv = ["--home", str(self.home), *call.req.argv]
         feeding = asyncio.create_task(streams.feed(reader))
         try:
-            code = await loop.run_in_executor(self._pool, run_verb, argv, running, streams)
+            # The verb's thread sends its exit code after its output (run_verb).
+            await loop.run_in_executor(self._pool, run_verb, argv, running, streams)
         finally:
             feeding.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await feeding
         with contextlib.suppress(ConnectionError):
-            writer.write(exit_frame(code))
             await writer.drain()
 
     def _env(self, call: VerbCall) -> dict[str, str]:
@@ -170,17 +179,30 @@ class Streams:
         self.tty = [i < len(tty) and tty[i] for i in range(3)]
         self._loop = loop
         self._writer = writer
-        self._stdin: queue.Queue[bytes] = queue.Queue(STDIN_HELD)
+        self._stdin: queue.Queue[bytes] = queue.Queue(HELD)
+        self._file: queue.Queue[tuple[int, bytes]] = queue.Queue(HELD)
+        # What the verb wrote and the loop has not yet taken: one write on the loop for
+        # all of it, so its caller wakes once for output that comes at once.
+        self._out = bytearray()
+        self._out_lock = threading.Lock()
         self._asked = False
-        self._ended = False  # the caller's stdin ended, or the caller went away
+        self._stdin_ended = False
+        self._ended = False  # the caller went away
 
     # --- on the verb's thread ---
 
     def send(self, data: bytes) -> None:
-        with contextlib.suppress(RuntimeError):  # the loop is gone: nobody to show it to
-            self._loop.call_soon_threadsafe(self._put, data)
+        with self._out_lock:
+            scheduled = bool(self._out)
+            self._out += data
+        if not scheduled:
+            with contextlib.suppress(RuntimeError):  # the loop is gone: nobody to show it to
+                self._loop.call_soon_threadsafe(self._put)
 
-    def _put(self, data: bytes) -> None:
+    def _put(self) -> None:
+        with self._out_lock:
+            data = bytes(self._out)
+            self._out.clear()
         if not self._writer.is_closing():
             self._writer.write(data)
 
@@ -191,33 +213,59 @@ class Streams:
             self.send(frame(WANT))
         while True:
             try:
-                return self._stdin.get(timeout=STDIN_POLL_S)
+                return self._stdin.get(timeout=POLL_S)
+            except queue.Empty:
+                if self._stdin_ended or self._ended:
+                    return b""
+
+    def read_file(self, path: str, limit: int | None) -> bytes:
+        """The file `path` (at most `limit` bytes) as the caller's process reads it."""
+        self.send(frame(READ, read_request(path, limit)))
+        data = bytearray()
+        while True:
+            try:
+                kind, chunk = self._file.get(timeout=POLL_S)
             except queue.Empty:
                 if self._ended:
-                    return b""
+                    raise ConnectionError(errno.ECONNRESET, "the caller went away") from None
+                continue
+            if kind == FILE_ERROR:
+                number, _, why = chunk.decode(errors="replace").partition("\n")
+                raise OSError(int(number) if number.isdigit() else errno.EIO, why, path)
+            if not chunk:
+                return bytes(data)
+            data += chunk
 
     # --- on the loop ---
 
     async def feed(self, reader: asyncio.StreamReader) -> None:
-        """The caller's stdin frames, until their end or the connection's."""
+        """The caller's stdin and file frames, until the connection ends (or sends
+        what is none of them)."""
         try:
             while True:
                 kind, size = header(await reader.readexactly(HEADER_SIZE))
-                if kind != STDIN or size > FRAME_MAX:
+                if kind not in (STDIN, FILE, FILE_ERROR) or size > FRAME_MAX:
                     break
                 data = await reader.readexactly(size) if size else b""
-                while True:
-                    try:
-                        self._stdin.put_nowait(data)
-                        break
-                    except queue.Full:
-                        await asyncio.sleep(STDIN_POLL_S)
-                if not data:
-                    return
+                if kind == STDIN:
+                    await _hold(self._stdin, data)
+                    self._stdin_ended = not data
+                else:
+                    await _hold(self._file, (kind, data))
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:
             self._ended = True
+
+
+async def _hold(held: queue.Queue[Any], item: object) -> None:
+    """Put `item` where the verb's thread takes it, once there is room."""
+    while True:
+        try:
+            held.put_nowait(item)
+            return
+        except queue.Full:
+            await asyncio.sleep(POLL_S)
 
 
 class _Out(io.RawIOBase):
@@ -291,9 +339,9 @@ def _warm() -> None:
         importlib.import_module(module)
 
 
-def run_verb(argv: list[str], running: invocation.Invocation, streams: Streams) -> int:
-    """On a worker thread: `hive ARGV` as `running`'s caller, its streams `streams`;
-    its exit code."""
+def run_verb(argv: list[str], running: invocation.Invocation, streams: Streams) -> None:
+    """On a worker thread: `hive ARGV` as `running`'s caller, its streams `streams`,
+    its exit code sent last."""
     from hive_core.cli import hive  # the whole CLI: imported once, on the first verb
 
     _install()
@@ -326,7 +374,7 @@ def run_verb(argv: list[str], running: invocation.Invocation, streams: Streams) 
                 stream.flush()
     finally:
         _bound.stdin = _bound.stdout = _bound.stderr = None
-    return code
+    streams.send(exit_frame(code))
 
 
 def _exit_code(code: object, err: io.TextIOWrapper) -> int:

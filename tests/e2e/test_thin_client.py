@@ -23,11 +23,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
+import msgspec
 import pytest
 
 from hive_client.client import LOCAL, runs_in_office
 from hive_core.hive import init_office
 from hive_core.paths import DEFAULT_HOME, HivePaths
+from hive_core.schema import ControlReply
 from tests.serve_support import ServedOffice, served
 from tests.support import wait_for
 
@@ -141,7 +143,7 @@ def test_the_office_runs_it_as_the_process_it_attributes(short_tmp: Path) -> Non
     """Shell agents really running: a command typed into jim's terminal is jim's, and
     an environment naming another agent, with that agent's real secret, is refused."""
     with served(short_tmp / "home", roster=ROSTER) as office:
-        desks = Desks(office, short_tmp)
+        desks = Desks(office)
         wait_for(lambda: all(office.registry().get(a, {}).get("pid") for a in AGENTS), "agents")
         mine = desks.typed("jim", f"{sys.executable} -X importtime {HIVE} send --to pam "
                            "--subject 'from jim' --body hi")  # fmt: skip
@@ -166,18 +168,34 @@ def test_the_office_runs_it_as_the_process_it_attributes(short_tmp: Path) -> Non
         assert "forged" not in subjects(office.paths, "michael")
         assert "by jim" not in office.paths.board.read_text()
 
+        # A file the command line names is read by the caller's process, from its cwd
+        # and with what it may read: the manager's own file, yes; pam's memory, which
+        # her desk keeps from every other desk (agents/contain.py), no.
+        plan = office.paths.desk_tmp("michael") / "plan.md"
+        plan.write_text("# Plan\n\nfrom michael's file\n")
+        wrote = desks.typed("michael", f"cd {plan.parent} && hive board --write {plan.name}")
+        assert wrote.rc == 0 and "board updated" in wrote.out, wrote
+        assert office.paths.board.read_text() == plan.read_text()
+        secret = office.paths.mailbox("pam").memory
+        secret.write_text("# pam\nthe safe code is 4711\n")
+        kept = desks.typed("michael", f"hive board --write {secret}")
+        assert kept.rc == 2 and "cannot read" in kept.out, kept
+        assert "4711" not in office.paths.board.read_text()
+
 
 class Desks:
     """Commands typed into the agents' terminals (`hive-office type`), as the person would."""
 
-    def __init__(self, office: ServedOffice, scratch: Path) -> None:
+    def __init__(self, office: ServedOffice) -> None:
         self.office = office
-        self.scratch = scratch
         self._count = itertools.count()
 
     def typed(self, agent: str, command: str) -> Done:
         n = next(self._count)
-        out, rc = self.scratch / f"{n}.out", self.scratch / f"{n}.rc"
+        # The desk's own TMPDIR: a contained desk writes nowhere else outside its folders.
+        tmp = self.office.paths.desk_tmp(agent)
+        tmp.mkdir(parents=True, exist_ok=True)
+        out, rc = tmp / f"{n}.out", tmp / f"{n}.rc"
         typed = self.office.run(
             "hive-office", "type", agent, f"{{ {command} ; }} >{out} 2>&1; echo $? >{rc}"
         )
@@ -349,3 +367,10 @@ def test_the_client_knows_the_office_layout() -> None:
     assert client._DEFAULT_HOME == DEFAULT_HOME
     home = HivePaths(Path("/some/home"))
     assert client.control_socket("/some/home") == str(home.control_socket)
+
+
+def test_the_client_tells_an_accepted_verb_by_the_replys_first_bytes() -> None:
+    # hive_client reads the ok reply without the json module: msgspec writes `ok` first.
+    for reply in (ControlReply(ok=True), ControlReply(ok=True, detail="jim")):
+        assert msgspec.json.encode(reply).startswith(b'{"ok":true')
+    assert not msgspec.json.encode(ControlReply(ok=False, error="no")).startswith(b'{"ok":true')
