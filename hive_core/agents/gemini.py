@@ -6,13 +6,14 @@ user's ~/.gemini or repo. The office writes, at every start:
 
 - `.gemini/settings.json` (Gemini's user settings layer): a command hook running
   cth-hook for SessionStart, BeforeAgent, BeforeTool, AfterTool, AfterAgent,
-  Notification and SessionEnd, hooks switched on, `run_shell_command(hive)` allowed
-  without a confirmation, the update check off, the alternate screen unless the desk's
+  Notification and SessionEnd, hooks switched on, the update check off, the alternate screen unless the desk's
   settings say otherwise (see DEFAULTS), and, when a key is in the desk's
   environment, `security.auth.selectedType` for it (so Gemini's "How would you like to
   authenticate" screen never shows). The office's keys replace their old values; every
   other key Gemini wrote there (the person's sign-in choice, a model picked in /model)
   is kept.
+- `.gemini/policies/hive-office.toml`: a policy rule that lets `hive` commands run
+  without a confirmation.
 - `.gemini/GEMINI.md`: the identity and protocol digest. Gemini loads the global
   GEMINI.md of its home as context ahead of the project's own. GEMINI_SYSTEM_MD was not
   used: it replaces Gemini's whole system prompt.
@@ -125,8 +126,18 @@ NOTIFICATIONS = {"ToolPermission": "permission_prompt"}
 _CONTEXT_EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse")
 # Spelled out in the hook command so they survive Gemini's environment redaction.
 _FORWARDED = ("HIVE_HOME", "HIVE_AGENT_ID", "HIVE_SECRET", "HIVE_SOCKET")
-# The `hive` CLI is how agents coordinate: it never waits on a confirmation.
-ALLOWED_TOOLS = ["run_shell_command(hive)"]
+# A user-tier rule of Gemini's policy engine (its `policies/*.toml`; `tools.allowed`
+# does the same but is deprecated, with a warning in the pane): the `hive` CLI is how
+# agents coordinate, it never waits on a confirmation. The prefix matches the word
+# `hive` alone, and Gemini checks each command of a compound one.
+POLICY = """# Written by hive-office at every start; edits are lost.
+[[rule]]
+toolName = "run_shell_command"
+commandPrefix = "hive"
+decision = "allow"
+priority = 100
+"""
+POLICY_FILE = "hive-office.toml"
 
 
 def gemini_home(paths: HivePaths, agent_id: str) -> Path:
@@ -205,7 +216,6 @@ def office_settings(
     settings: dict[str, Any] = {
         "hooksConfig": {"enabled": True},
         "hooks": {event: [{"hooks": [hook]}] for event in EVENTS},
-        "tools": {"allowed": ALLOWED_TOOLS},
         # The office pins the CLI: no update check, no nag in the pane.
         "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
     }
@@ -288,6 +298,8 @@ class GeminiProvider:
         env = office_env(ctx)
         # Read-only on disk: no agent needs to change what the office tells its CLI.
         atomic_write(folder / "GEMINI.md", ctx.system_prompt.encode(), mode=READ_ONLY_MODE)
+        (folder / "policies").mkdir(exist_ok=True)
+        atomic_write(folder / "policies" / POLICY_FILE, POLICY.encode(), mode=READ_ONLY_MODE)
         # Not read-only: Gemini records the person's choices (sign-in, model) there.
         path = folder / "settings.json"
         kept = read_settings(path)

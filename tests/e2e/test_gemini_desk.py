@@ -45,7 +45,16 @@ from hive_core.demo.scripted_model.gemini import (
 )
 from hive_core.demo.scripted_model.server import RecordedRequest
 from tests.support import short_dir, wait_for
-from tests.tmux_support import Tmux, TmuxOffice, differences, row_text, tmux_env
+from tests.tmux_support import (
+    PREFIX_KEY,
+    Tmux,
+    TmuxOffice,
+    crop,
+    differences,
+    find_box,
+    row_text,
+    tmux_env,
+)
 
 BIN = Path(sys.executable).parent
 GEMINI = shutil.which("gemini", path=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
@@ -236,7 +245,8 @@ def test_a_keyed_desk_starts_into_a_session_and_its_hooks_reach_the_office(
     first = floor.model.main_requests[0].body
     # The identity, as the global GEMINI.md of the desk's own Gemini home.
     assert "GEMINI.md" in all_texts(first) and "jim" in json.dumps(first["systemInstruction"])
-    # `hive` ran without a confirmation (tools.allowed), and its output reached the model.
+    # `hive` ran without a confirmation (the office's policy rule), and its output
+    # reached the model.
     [roster] = function_responses(floor.model.main_requests[1].body)
     assert roster["name"] == "run_shell_command" and "michael" in json.dumps(roster)
     # Nothing of Gemini's in the person's home, and no sign-in asked: the key was used.
@@ -433,7 +443,15 @@ def test_a_restart_resumes_the_same_session(make_floor: Callable[..., GeminiFloo
     # The earlier turn is in the resumed conversation Gemini sent.
     assert "remember the word kumquat" in json.dumps(resumed["contents"])
     assert "Remembered." in json.dumps(resumed["contents"])
-    assert len(floor.chats()) == 1
+    # Gemini went on recording into the session's own file.
+    wait_for(
+        lambda: any(
+            "Remembered." in (text := chat.read_text()) and "Kumquat." in text
+            for chat in floor.chats()
+        ),
+        "both answers in one chat record",
+        30,
+    )
     starts = [d for d in floor.log() if "SessionStart" in d]
     assert len(starts) >= 2, starts
 
@@ -517,3 +535,38 @@ def same_screen(office: TmuxOffice, text: str) -> None:
         pytest.fail(
             f"{office.layout} layout: the office pane differs from tmux:\n" + "\n".join(last)
         )
+
+
+# --- 7 ------------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed (run scripts/setup)")
+def test_on_screen_the_keyed_desk_is_a_gemini_session_not_its_sign_in(
+    make_floor: Callable[..., GeminiFloor],
+) -> None:
+    """The office as a person opens it (the app in a real tmux at 160x48): jim's pane
+    shows Gemini's own prompt (its sign-in screen would hold it back), under a title
+    that says idle, and jim is on the map."""
+    floor = make_floor([])
+    tmux = Tmux(floor.root, {**tmux_env(floor.root), **floor.env})
+    app = f"{BIN / 'hive-office'} --home {floor.home}"
+    tmux("new-session", "-d", "-s", "office", "-x", "160", "-y", "48", "-c", str(floor.root), app)
+    try:
+        wait_for(lambda: floor.jim().get("status") == "idle", "jim's SessionStart", 90)
+        tmux.keys("office", PREFIX_KEY, "2")
+
+        def jim_pane() -> str | None:
+            grid = tmux.capture("office")
+            box = find_box(grid, "2 Jim · idle")
+            if box is None:
+                return None
+            text = "\n".join(row_text(r) for r in crop(grid, box.top, box.left, box.rows, box.cols))
+            return text if "Type your message" in text else None
+
+        pane = wait_for(jim_pane, "jim's pane with Gemini's prompt", 60)
+        assert SIGN_IN not in pane and "Existing API key detected" not in pane, pane
+        assert "deprecated" not in pane, pane  # no warning about the office's settings
+        assert "Jim" in screen_text(tmux, "office").split("2 Jim · idle")[0]  # on the map
+    finally:
+        floor.run("hive-office", "stop", "--home", str(floor.home))
+        tmux.kill()

@@ -331,10 +331,9 @@ def test_gemini_settings_follow_the_hooks_reference(tmp_path: Path) -> None:
     ctx = make_ctx(tmp_path, "gemini")
     GeminiProvider().prepare(ctx)
     settings = gemini_settings(ctx)
-    assert set(settings) == {"hooksConfig", "hooks", "tools", "general", "ui"}
+    assert set(settings) == {"hooksConfig", "hooks", "general", "ui"}
     assert settings["ui"] == {"useAlternateBuffer": True}
     assert settings["hooksConfig"] == {"enabled": True}
-    assert settings["tools"] == {"allowed": ["run_shell_command(hive)"]}
     assert settings["general"] == {"enableAutoUpdate": False, "enableAutoUpdateNotification": False}
     assert set(settings["hooks"]) == {
         "SessionStart",
@@ -356,6 +355,24 @@ def test_gemini_settings_follow_the_hooks_reference(tmp_path: Path) -> None:
                 assert all(isinstance(hook[k], GEMINI_HOOK_FIELDS[k]) for k in hook)
                 assert hook["timeout"] == 10_000 and hook["name"] == "hive-office"
                 assert hook["command"] == hook_shell_command(HOOK_COMMAND)
+
+
+def test_hive_commands_are_allowed_by_a_user_policy_rule(tmp_path: Path) -> None:
+    ctx = make_ctx(tmp_path, "gemini")
+    GeminiProvider().prepare(ctx)
+    policy = gemini_home(ctx.paths, "jim") / ".gemini" / "policies" / "hive-office.toml"
+    assert tomllib.loads(policy.read_text()) == {
+        "rule": [
+            {
+                "toolName": "run_shell_command",
+                "commandPrefix": "hive",
+                "decision": "allow",
+                "priority": 100,
+            }
+        ]
+    }
+    assert policy.stat().st_mode & 0o777 == 0o400
+    GeminiProvider().prepare(ctx)  # rewritten at the next start, read-only or not
 
 
 def test_gemini_identity_is_the_global_context_file_of_its_home(tmp_path: Path) -> None:
