@@ -28,15 +28,18 @@ if TYPE_CHECKING:
 class Invocation(NamedTuple):
     """A verb the office runs for a caller: its office home, the environment it claims
     (HIVE_AGENT_ID, HIVE_SECRET; a remote desk's HIVE_REMOTE_CWD), its cwd, the
-    office's answer to a control request as that caller, and a file the command line
-    names (at most so many bytes, None: all) as the caller reads it, in its own process
-    (OSError if it cannot)."""
+    office's answer to a control request as that caller, a file the command line names
+    (at most so many bytes, None: all) as the caller reads it, in its own process
+    (OSError if it cannot), and the outboxes to look at after."""
 
     home: Path
     env: Mapping[str, str]
     cwd: str
     ask: Callable[[ControlRequest], ControlReply]
     read: Callable[[str, int | None], bytes]
+    # Outboxes the verb changed: the office looks at them once the caller is answered
+    # (kick.py).
+    kicks: list[str]
 
 
 _current: ContextVar[Invocation | None] = ContextVar("hive_invocation", default=None)

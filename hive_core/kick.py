@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hive_core import invocation
 from hive_core.paths import HivePaths
 
 if TYPE_CHECKING:
@@ -20,7 +21,13 @@ if TYPE_CHECKING:
 
 
 def kick(paths: HivePaths, who: str) -> bool:
-    """Tell a running office that `who`'s outbox changed. False if no office listens."""
+    """Tell a running office that `who`'s outbox changed. False if no office listens.
+    In a verb the office runs (hive_core/invocation.py) the office tells itself once its
+    caller has the answer: the route that follows must not hold the answer up."""
+    running = invocation.current()
+    if running is not None:
+        running.kicks.append(who)
+        return True
     try:
         sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_DGRAM)
     except OSError:

@@ -67,6 +67,8 @@ from hive_client.client import (
 from hive_core import invocation
 from hive_core.cli.common import RELAYED_ENV
 from hive_core.control import VerbCall
+from hive_core.kick import kick
+from hive_core.paths import HivePaths
 from hive_core.remote.relay import Relay
 from hive_core.schema import ControlReply, ControlRequest
 
@@ -120,7 +122,7 @@ class Verbs:
             return asyncio.run_coroutine_threadsafe(ask(req), loop).result(ANSWER_TIMEOUT_S)
 
         running = invocation.Invocation(
-            self.home, self._env(call), self._cwd(call), asked, streams.read_file
+            self.home, self._env(call), self._cwd(call), asked, streams.read_file, []
         )
         # The office's home first: a --home of the caller's after it wins, and is refused
         # unless it is this one (cli/common.office_paths).
@@ -135,6 +137,9 @@ class Verbs:
                 await feeding
         with contextlib.suppress(ConnectionError):
             await writer.drain()
+        # The outboxes the verb wrote, now that its caller has the answer.
+        for who in dict.fromkeys(running.kicks):
+            kick(HivePaths(self.home), who)
 
     def _env(self, call: VerbCall) -> dict[str, str]:
         env = {"HIVE_HOME": str(self.home)}
