@@ -23,9 +23,11 @@ from typing import NamedTuple
 import pytest
 
 from hive_core.agents import contain
+from hive_core.demo.scripted_model import bash, has_tool_result, turn, user_says
 from hive_core.hive import init_office
 from hive_core.office import daemon
 from hive_core.paths import HivePaths
+from tests.claude_office import CLAUDE, make_claude_office, serving
 from tests.support import short_dir, wait_for
 
 BIN = Path(sys.executable).parent
@@ -113,7 +115,9 @@ class Office:
         tmp = self.paths.desk_tmp(desk)
         tmp.mkdir(parents=True, exist_ok=True)
         out, rc = tmp / f"{n}.out", tmp / f"{n}.rc"
-        typed = self.person("hive-office", "type", desk, f"{{ {command} ; }} >{out} 2>&1; echo $? >{rc}")
+        typed = self.person(
+            "hive-office", "type", desk, f"{{ {command} ; }} >{out} 2>&1; echo $? >{rc}"
+        )
         assert typed.rc == 0, typed.out
         wait_for(lambda: rc.exists() and rc.read_text().endswith("\n"), f"`{command}` in {desk}")
         return Done(int(rc.read_text()), out.read_text())
@@ -252,3 +256,60 @@ def test_an_office_that_contains_nothing_says_so_and_the_same_writes_go_through(
             assert done.rc == 0 and (pam.inbox / "forged.json").exists(), done.out
         finally:
             office.stop()
+
+
+# --- a real claude desk under containment ------------------------------------------------
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(CLAUDE is None, reason="claude CLI not found (run scripts/setup)")
+def test_a_contained_claude_desk_starts_its_hooks_reach_the_office_and_its_tools_are_held(
+    short_tmp: Path,
+) -> None:
+    home = short_tmp / "home"
+    paths = HivePaths(home)
+    michael = paths.mailbox("michael")
+    project = short_tmp / "project"
+    calls = [
+        bash(f"cat {michael.notes}"),
+        # A path the office's tool policy cannot read from the command (a variable): the
+        # policy would refuse the plain write first, and this is about the kernel.
+        bash(f"D={michael.root}; echo '{{}}' > $D/inbox/forged.json"),
+        bash(f"echo mine > {project}/jim.txt && cat {paths.mailbox('jim').notes}"),
+    ]
+    office = make_claude_office(
+        short_tmp,
+        {"jim": [turn(user_says("try the walls"), *calls), turn(has_tool_result(), "Noted.")]},
+        # The person lets jim's CLI run any command without asking: the walls are the
+        # kernel's, not Claude Code's permission prompts.
+        options={"jim": 'command = ["claude", "--allowedTools=Bash"]\n'},
+    )
+    michael.notes.parent.mkdir(parents=True, exist_ok=True)
+    michael.notes.write_text("michael's private note: 4711\n")
+    jim_notes = paths.mailbox("jim").notes
+    jim_notes.parent.mkdir(parents=True, exist_ok=True)
+    jim_notes.write_text("jim's own note\n")
+    # serving() returns once both CLIs started under containment and their SessionStart
+    # hook reached the office.
+    with serving(office, short_tmp / "serve.log"):
+        why = office.run("hive-office", "why", "--home", str(home), "jim")
+        assert "uncontained" not in why.stdout, why.stdout
+        office.run("hive-office", "type", "--home", str(home), "jim", "try the walls")
+        after = office.models["jim"].wait_for(lambda r: r.turn == 1, 90)
+        results = {
+            block["tool_use_id"]: json.dumps(block["content"])
+            for message in after.body["messages"]
+            if message["role"] == "user" and isinstance(message["content"], list)
+            for block in message["content"]
+            if block.get("type") == "tool_result"
+        }
+        read, write, own = (results[call.id] for call in calls)
+        assert DENIED in read and "4711" not in read, read
+        assert DENIED in write, write
+        assert "jim's own note" in own, own
+        assert not (michael.inbox / "forged.json").exists()
+        assert (project / "jim.txt").read_text() == "mine\n"
+        # Each tool call's PreToolUse hook (cth-hook, a child of the contained CLI)
+        # reached the office and was answered.
+        hooked = [e["detail"] for e in office.log("jim") if "Bash: " in e.get("detail", "")]
+        assert len(hooked) >= len(calls), hooked

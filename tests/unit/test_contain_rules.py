@@ -1,0 +1,178 @@
+"""The containment plan (hive_core/agents/contain.py): which Landlock rules a desk gets,
+from its folders and the listings of the folders above hidden paths. Pure, except the
+last tests, which read a real office layout and a real git worktree."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from hive_core.agents import contain
+from hive_core.agents.contain import DeskFolders, Entry, Grant, plan
+from hive_core.paths import HivePaths
+
+D, F = "dir", "file"
+
+
+def tree(**folders: list[tuple[str, str]]) -> dict[str, tuple[Entry, ...]]:
+    """Listings keyed by folder; `_` in a keyword stands for `/` (root is `root`)."""
+    return {
+        ("/" if k == "root" else "/" + k.replace("_", "/")): tuple(Entry(n, t) for n, t in v)  # type: ignore[arg-type]
+        for k, v in folders.items()
+    }
+
+
+def covers(grants: tuple[Grant, ...], path: str, access: set[str]) -> bool:
+    return any(
+        g.access in access and (path == g.path or path.startswith(g.path.rstrip("/") + "/"))
+        for g in grants
+    )
+
+
+LISTINGS = tree(
+    root=[("usr", D), ("etc", D), ("h", D), ("vmlinuz", F)],
+    h=[("office", D), (".bashrc", F), ("code", D)],
+    h_office=[("hive", D), ("run", D), ("office.toml", F), ("memory.db", F)],
+    h_office_hive=[("agents", D), (".git", D), ("board.md", F)],
+    h_office_hive_agents=[("jim", D), ("pam", D)],
+    h_office_hive_agents_pam=[("inbox", D), ("memory", D), ("memory.md", F)],
+)
+FOLDERS = DeskFolders(
+    agent="jim",
+    writable=("/h/code", "/h/office/hive/agents/jim"),
+    hidden=(
+        "/h/office/hive/agents/pam/memory",
+        "/h/office/hive/agents/pam/memory.md",
+        "/h/office/hive/.git",
+        "/h/office/memory.db",
+    ),
+    protected=("/h/office",),
+)
+
+
+def test_everything_is_readable_but_the_hidden_paths() -> None:
+    grants = plan(FOLDERS, LISTINGS).grants
+    read = {"read", "write"}
+    for path in ("/usr/bin/ls", "/etc/passwd", "/vmlinuz", "/h/.bashrc", "/h/office/office.toml"):
+        assert covers(grants, path, read), path
+    for path in ("/h/office/hive/board.md", "/h/office/hive/agents/pam/inbox/m.json"):
+        assert covers(grants, path, read), path
+    for hidden in FOLDERS.hidden:
+        assert not covers(grants, hidden, read), hidden
+        assert not covers(grants, hidden + "/x", read), hidden
+    # The folders above a hidden path are entered, never granted whole.
+    for above in ("/", "/h", "/h/office", "/h/office/hive", "/h/office/hive/agents/pam"):
+        assert Grant(above, "read") not in grants, above
+    # Every folder can be listed: names are not contents.
+    assert Grant("/", "list") in grants
+
+
+def test_only_the_desks_own_folders_are_writable() -> None:
+    grants = plan(FOLDERS, LISTINGS).grants
+    for path in ("/h/code/x.py", "/h/office/hive/agents/jim/outbox/d.json"):
+        assert covers(grants, path, {"write"}), path
+    for path in (
+        "/h/office/hive/agents/pam/inbox/x.json",
+        "/h/office/hive/board.md",
+        "/h/office/run/x",
+        "/h/.bashrc",
+        "/etc/passwd",
+    ):
+        assert not covers(grants, path, {"write"}), path
+
+
+def test_a_folder_that_could_not_be_listed_grants_nothing_below_it() -> None:
+    listings = {k: v for k, v in LISTINGS.items() if k != "/h/office/hive/agents"}
+    grants = plan(FOLDERS, listings).grants
+    assert not covers(grants, "/h/office/hive/agents/pam/inbox/m.json", {"read", "write"})
+    assert covers(grants, "/h/office/hive/board.md", {"read"})
+
+
+def test_shared_tmp_is_writable_only_when_it_holds_nothing_protected() -> None:
+    grants = plan(FOLDERS, LISTINGS).grants
+    assert Grant("/tmp", "write") in grants and Grant("/dev", "device") in grants
+    in_tmp = DeskFolders(
+        agent="jim",
+        writable=("/tmp/t/code",),
+        hidden=("/tmp/t/office/hive/.git",),
+        protected=("/tmp/t/office",),
+    )
+    listings = tree(root=[("tmp", D)], tmp=[("t", D)], tmp_t=[("office", D), ("code", D)])
+    listings["/tmp/t/office"] = (Entry("hive", "dir"),)
+    listings["/tmp/t/office/hive"] = (Entry(".git", "dir"),)
+    grants = plan(in_tmp, listings).grants
+    assert Grant("/tmp", "write") not in grants
+    assert not covers(grants, "/tmp/t/office/hive/x", {"write"})
+    assert covers(grants, "/tmp/t/code/x", {"write"})
+
+
+def test_a_working_folder_that_holds_the_office_cannot_be_contained() -> None:
+    around = DeskFolders(
+        agent="jim", writable=("/h",), hidden=FOLDERS.hidden, protected=FOLDERS.protected
+    )
+    refused = plan(around, LISTINGS)
+    assert refused.grants == () and refused.refused is not None
+    assert "/h" in refused.refused and "cwd in office.toml" in refused.refused
+
+
+def test_to_list_names_every_folder_above_a_hidden_path_root_first() -> None:
+    assert contain.to_list(["/a/b/c", "/a/d"]) == ["/", "/a", "/a/b"]
+
+
+def test_rights_fit_the_abi_and_a_file_gets_file_rights_only() -> None:
+    assert contain.handled(3) & contain.TRUNCATE and not contain.handled(3) & contain.IOCTL_DEV
+    assert contain.handled(7) & contain.IOCTL_DEV
+    for access in ("list", "read", "write", "device"):
+        for abi in (3, 5, 7):
+            on_dir = contain.rights(access, True, abi)  # type: ignore[arg-type]
+            on_file = contain.rights(access, False, abi)  # type: ignore[arg-type]
+            assert on_dir & ~contain.handled(abi) == 0
+            assert on_file & ~contain.FILE_RIGHTS == 0
+    assert contain.rights("read", True, 7) & contain.WRITE_FILE == 0
+    assert contain.unavailable(0) and contain.unavailable(2) and contain.unavailable(3) is None
+
+
+def git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def test_desk_folders_from_a_real_layout_and_worktree(tmp_path: Path) -> None:
+    paths = HivePaths(tmp_path / "home")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    git(
+        repo,
+        "-c",
+        "user.email=p@e",
+        "-c",
+        "user.name=P",
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        "i",
+    )
+    worktree = paths.worktree("jim")
+    git(repo, "worktree", "add", "-q", "-b", "hive/scranton/jim", str(worktree))
+    env = {"HOME": str(tmp_path / "user"), "CLAUDE_CONFIG_DIR": str(tmp_path / "cfg")}
+    folders = contain.desk_folders(paths, "jim", "claude", worktree, ["jim", "pam"], env)
+    real = os.path.realpath
+    assert real(worktree) in folders.writable
+    assert real(paths.mailbox("jim").root) in folders.writable
+    assert real(paths.desk_tmp("jim")) in folders.writable
+    assert real(tmp_path / "cfg") in folders.writable
+    assert real(tmp_path / "user" / ".claude") in folders.writable
+    # git in the worktree writes its own folder, the object store and its branch's folder.
+    common = real(repo / ".git")
+    assert f"{common}/objects" in folders.writable
+    assert f"{common}/worktrees/jim" in folders.writable
+    assert f"{common}/refs/heads/hive/scranton" in folders.writable
+    assert not any(w == common or w == f"{common}/refs/heads" for w in folders.writable)
+    pam = paths.mailbox("pam")
+    for hidden in (pam.memory_dir, pam.memory, paths.git_dir, paths.memory_db):
+        assert real(hidden) in folders.hidden
+    assert real(paths.mailbox("jim").memory_dir) not in folders.hidden
+    assert real(paths.home) in folders.protected
+    assert real(paths.worktree("pam")) in folders.protected
