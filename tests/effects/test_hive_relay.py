@@ -26,10 +26,12 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from hive_core.hive import init_office
 from hive_core.office import Office
 from hive_core.paths import HivePaths
+from hive_core.schema import ControlRequest
 from tests.sshd_support import running_sshd
 from tests.support import wait_for
 
 BIN = Path(sys.executable).parent
+PYTHON = sys.executable
 HIVE = str(BIN / "hive")
 ROSTER = """[office]
 manager = "michael"
@@ -169,6 +171,40 @@ def test_verbs_run_as_the_desk_whose_socket_carried_them(served: Served, short_t
     # The verb runs on the office's machine: another office there is not the desk's.
     elsewhere = remote_hive(away, control, "--home", str(short_tmp / "other"), "inbox")
     assert elsewhere.returncode == 2 and "drop --home" in elsewhere.stderr, elsewhere.stderr
+
+
+def test_a_desks_verb_runs_in_the_office_with_no_second_interpreter(
+    served: Served, short_tmp: Path
+) -> None:
+    """The host's `hive` is the thin client (no msgspec, no click there), and the office
+    runs the verb on one of its threads: the relay's child process is for the verbs
+    that stay apart (hive_client.client.LOCAL, `log -f`) only."""
+    control = served.paths.desk_socket("jim", "control")
+    verbs = served.office.verbs
+    relayed: list[list[str]] = []
+    relay = verbs._relay
+
+    async def counting(desk: str, req: ControlRequest, *streams: Any) -> None:
+        relayed.append(list(req.argv))
+        await relay(desk, req, *streams)
+
+    verbs._relay = counting  # type: ignore[assignment]
+    env = remote_env(control, "jim", served.secret("jim"))
+    sent = subprocess.run(
+        [PYTHON, "-X", "importtime", HIVE, "send", "--to", "pam", "--subject", "thin",
+         "--body", "x"],
+        env=env, cwd=short_tmp, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert sent.returncode == 0 and sent.stdout.startswith("sent to pam"), sent.stderr
+    loaded = [line.rsplit("|", 1)[1].strip() for line in sent.stderr.splitlines() if "|" in line]
+    assert "hive_client.client" in loaded
+    assert not [m for m in loaded if m.split(".")[0] in ("msgspec", "click", "json")], loaded
+    wait_for(lambda: from_jim(served, "pam", "thin"), "jim's message in pam's inbox")
+    assert relayed == []
+    # A verb that stays apart still has its own process, run as the desk.
+    helped = remote_hive(short_tmp, control, "memory", "--help", secret=served.secret("jim"))
+    assert helped.returncode == 0 and "Usage: hive memory" in helped.stdout, helped.stderr
+    assert relayed == [["memory", "--help"]]
 
 
 def test_a_client_that_goes_away_takes_its_verb_along(served: Served, short_tmp: Path) -> None:
