@@ -182,6 +182,19 @@ def office_running(paths: HivePaths) -> bool | None:
     return _office_running(str(paths.home))
 
 
+def _connect(sock: _socket.socket, path: Path, deadline: float) -> None:
+    """Connect, waiting while the office's queue of connections is full: a Unix socket
+    with a timeout fails at once then (EAGAIN), as under a flood of connections."""
+    while True:
+        try:
+            sock.connect(str(path))
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise TimeoutError("the office's socket stayed full") from None
+            time.sleep(0.01)
+
+
 def request(path: Path, req: ControlRequest, timeout: float = 10.0) -> ControlReply:
     """Send one request to a running office. Raises ConnectionError if none listens,
     TimeoutError if it does not answer in time. In a verb the office runs for a caller
@@ -200,7 +213,7 @@ def request(path: Path, req: ControlRequest, timeout: float = 10.0) -> ControlRe
     try:
         sock.settimeout(timeout)
         try:
-            sock.connect(str(path))
+            _connect(sock, path, time.monotonic() + timeout)
         except (FileNotFoundError, ConnectionRefusedError) as e:
             raise ConnectionError(str(e)) from None
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):

@@ -20,15 +20,23 @@ import resource
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
-# Per socket. Far above what a floor of agents uses at once (a hook or a verb each), far
-# below the descriptors the office has (FD_SOFT_WANTED), with every socket at its cap.
-CONNECTIONS_MAX = 128
+# Per socket. Far above what a floor of agents uses at once (a hook or a verb each), and
+# above what the office accepts in one turn of its loop (asyncio takes up to its listen
+# backlog, 100, at a time): a caller that speaks at once has said its request before a
+# burst can push it out. Far below the descriptors the office has (FD_SOFT_WANTED), with
+# every socket at its cap.
+CONNECTIONS_MAX = 256
 # The soft descriptor limit the office asks for when it starts listening, if the hard
 # limit allows: the common default soft limit (1024) holds the caps of the office's own
 # sockets, but not with remote desks (two sockets each) and the office's other files
 # (ptys, logs, git, sqlite) besides. Not the hard limit itself: the office's children
 # inherit it, and a program using select() breaks on descriptors past 1024 it might open.
 FD_SOFT_WANTED = 8192
+
+# Connections the kernel queues for a socket before the office accepts them (asyncio's
+# default is 100). A queued connection costs the office nothing, and a burst of a flood
+# that fills the queue makes a caller's connect fail at once (EAGAIN).
+BACKLOG = 1024
 
 C = TypeVar("C", bound=Hashable)
 
@@ -75,11 +83,14 @@ class ConnectionCap(Generic[C]):
         self._silent[conn] = None
         return True
 
-    def spoke(self, conn: C) -> None:
-        """The connection said what it wants: it is being served, never taken back."""
-        if conn in self._silent:  # not when the cap already took it back
-            del self._silent[conn]
-            self._serving.add(conn)
+    def spoke(self, conn: C) -> bool:
+        """The connection said what it wants: it is being served, never taken back.
+        False if the cap took it back already (what it read is the end the close made)."""
+        if conn not in self._silent:
+            return False
+        del self._silent[conn]
+        self._serving.add(conn)
+        return True
 
     def left(self, conn: C) -> None:
         self._silent.pop(conn, None)

@@ -72,7 +72,7 @@ from hive_core.actions import BY_NAME
 from hive_core.agents.state import AgentState
 from hive_core.caller import REQUEST_MAX
 from hive_core.caller import request as request
-from hive_core.conncap import ConnectionCap, raise_fd_limit
+from hive_core.conncap import BACKLOG, ConnectionCap, raise_fd_limit
 from hive_core.schema import HUMAN, ControlReply, ControlRequest
 
 Handler = Callable[[ControlRequest], Awaitable[ControlReply]]
@@ -164,8 +164,8 @@ class ControlServer:
         self._bound: tuple[int, int] | None = None
         # Desks the person has acted for this run: logged once each, not on every call.
         self._acted_for: set[str] = set()
-        self._cap: ConnectionCap[asyncio.Task[None]] = ConnectionCap(
-            path.name, evict=lambda task: task.cancel(), told=_logger.warning
+        self._cap: ConnectionCap[asyncio.StreamWriter] = ConnectionCap(
+            path.name, evict=lambda writer: writer.transport.abort(), told=_logger.warning
         )
 
     async def start(self) -> None:
@@ -177,7 +177,7 @@ class ControlServer:
         old_umask = os.umask(0o177)
         try:
             self._server = await asyncio.start_unix_server(
-                self._serve, path=str(self.path), limit=REQUEST_MAX
+                self._serve, path=str(self.path), limit=REQUEST_MAX, backlog=BACKLOG
             )
         finally:
             os.umask(old_umask)
@@ -203,10 +203,8 @@ class ControlServer:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         # At most conncap.CONNECTIONS_MAX at once: a flood of silent connections loses
         # its oldest, never a caller being served.
-        task = asyncio.current_task()
-        assert task is not None
-        if not self._cap.admit(task):
-            writer.close()
+        if not self._cap.admit(writer):
+            writer.transport.abort()
             return
         try:
             try:
@@ -217,7 +215,8 @@ class ControlServer:
                     f"the request is longer than {REQUEST_MAX} bytes"
                 )
             else:
-                self._cap.spoke(task)
+                if not self._cap.spoke(writer):
+                    return  # closed by the cap for room: what was read is that end
                 reply = await self._answer(line, writer.get_extra_info("socket"))
             relayed = reply if isinstance(reply, Relayed) else None
             writer.write(_encode(relayed.reply if relayed else reply) + b"\n")
@@ -227,11 +226,10 @@ class ControlServer:
         except (TimeoutError, ConnectionError):
             pass
         finally:
-            self._cap.left(task)
+            self._cap.left(writer)
             writer.close()
-            if not task.cancelling():  # taken back by the cap: not waiting on the peer
-                with contextlib.suppress(Exception):
-                    await writer.wait_closed()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
 
     async def _answer(self, line: bytes, sock: socket.socket | None) -> ControlReply | Relayed:
         try:

@@ -63,7 +63,7 @@ from hive_core.clients.protocol import (
     version_refusal,
 )
 from hive_core.clients.screens import Screens
-from hive_core.conncap import ConnectionCap, raise_fd_limit
+from hive_core.conncap import BACKLOG, ConnectionCap, raise_fd_limit
 from hive_core.control import STRAY, Here, Peer, ancestry, attribute, socket_identity
 from hive_core.cost import Sum
 from hive_core.fsio import atomic_write
@@ -79,6 +79,8 @@ HELD_MAX = 1 << 20
 SIDE_MAX = 1000
 # A connection that has not said Hello by then is not a client.
 HELLO_TIMEOUT_S = 10.0
+# Processes refused remembered so that each is logged once (then forgotten all at once).
+REFUSED_KEPT = 1024
 
 _PEERCRED = struct.Struct("3i")
 
@@ -229,6 +231,9 @@ class ClientServer:
         self._exited: dict[str, bool] = {}
         self._known = set(states)
         self._tasks: set[asyncio.Task[None]] = set()
+        # Processes whose connections were refused or dropped before attaching, told in
+        # the log already (_first_from).
+        self._refused: set[int] = set()
         # Attached clients are being served; one that has not said Hello yet is silent.
         self._cap: ConnectionCap[_Client] = ConnectionCap(
             path.name,
@@ -249,7 +254,9 @@ class ClientServer:
         loop = asyncio.get_running_loop()
         old_umask = os.umask(0o177)  # the socket is 0600 from its first moment
         try:
-            self._server = await loop.create_unix_server(lambda: _Client(self), path=str(self.path))
+            self._server = await loop.create_unix_server(
+                lambda: _Client(self), path=str(self.path), backlog=BACKLOG
+            )
         finally:
             os.umask(old_umask)
         self._bound = socket_identity(self.path)
@@ -302,12 +309,24 @@ class ClientServer:
                 here = Here(os.getpid(), os.getsid(0))
                 why = admit(Peer(pid, uid), os.getuid(), leaders, ancestry, here)
         if why is not None:
-            self._log(f"client (pid {client.pid}) refused: {why}")
+            if self._first_from(client.pid):
+                self._log(f"client (pid {client.pid}) refused: {why}")
             client.send(Refused(why=why))
             self._close(client)
             return
         self._pending.add(client)
         asyncio.get_running_loop().call_later(HELLO_TIMEOUT_S, self._hello_due, client)
+
+    def _first_from(self, pid: int) -> bool:
+        """Whether this is the first refused or dropped connection of `pid` that was
+        never attached: told once a process, since one that connects in a loop must not
+        be a line a connection."""
+        if pid in self._refused:
+            return False
+        if len(self._refused) >= REFUSED_KEPT:
+            self._refused.clear()
+        self._refused.add(pid)
+        return True
 
     def _hello_due(self, client: _Client) -> None:
         if client in self._pending:
@@ -409,7 +428,8 @@ class ClientServer:
             return
         was_attached = client in self._clients
         self._close(client, flush=flush)
-        self._log(f"client (pid {client.pid}) {why}; dropped")
+        if was_attached or self._first_from(client.pid):
+            self._log(f"client (pid {client.pid}) {why}; dropped")
         if was_attached:
             self._apply_sizes(client.visible)
             self._publish()

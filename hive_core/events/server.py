@@ -36,7 +36,7 @@ from typing import Any
 
 import msgspec
 
-from hive_core.conncap import ConnectionCap, raise_fd_limit
+from hive_core.conncap import BACKLOG, ConnectionCap, raise_fd_limit
 from hive_core.control import Attributed, socket_identity
 from hive_core.schema import HOOK_FRAME_MAX, ControlReply, HookFrame, HookReply
 
@@ -79,8 +79,10 @@ class HookServer:
         self._failed = failed
         self._server: asyncio.AbstractServer | None = None
         self._bound: tuple[int, int] | None = None
-        self._cap: ConnectionCap[asyncio.Task[None]] = ConnectionCap(
-            path.name, evict=lambda task: task.cancel(), told=lambda line: rejected("?", line)
+        self._cap: ConnectionCap[asyncio.StreamWriter] = ConnectionCap(
+            path.name,
+            evict=lambda writer: writer.transport.abort(),
+            told=lambda line: rejected("?", line),
         )
 
     async def start(self) -> None:
@@ -93,7 +95,7 @@ class HookServer:
         old_umask = os.umask(0o177)
         try:
             self._server = await asyncio.start_unix_server(
-                self._serve, path=str(self.path), limit=HOOK_FRAME_MAX
+                self._serve, path=str(self.path), limit=HOOK_FRAME_MAX, backlog=BACKLOG
             )
         finally:
             os.umask(old_umask)
@@ -117,10 +119,8 @@ class HookServer:
         self.path.unlink(missing_ok=True)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        if not self._cap.admit(task):
-            writer.close()
+        if not self._cap.admit(writer):
+            writer.transport.abort()
             return
         try:
             try:
@@ -129,7 +129,8 @@ class HookServer:
                 # StreamReader's limit: the line is longer than HOOK_FRAME_MAX.
                 self._rejected("?", f"a frame over {HOOK_FRAME_MAX} bytes")
                 return
-            self._cap.spoke(task)
+            if not self._cap.spoke(writer):
+                return  # closed by the cap for room: what was read is that end
             reply = await self._answer(line, writer.get_extra_info("socket"))
             if reply is not None:
                 writer.write(_encode(reply) + b"\n")
@@ -137,12 +138,10 @@ class HookServer:
         except (TimeoutError, ConnectionError):
             pass
         finally:
-            # Taken back by the cap (cancelled): closed without waiting on the peer.
-            self._cap.left(task)
+            self._cap.left(writer)
             writer.close()
-            if not task.cancelling():
-                with contextlib.suppress(Exception):
-                    await writer.wait_closed()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
 
     async def _answer(self, line: bytes, sock: socket.socket | None = None) -> HookReply | None:
         try:
