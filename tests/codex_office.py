@@ -52,6 +52,10 @@ def make_codex_office(
         f'model_providers.standin.base_url="{model.base_url}/v1"',
         "model_providers.standin.requires_openai_auth=true",
         "model_providers.standin.supports_websockets=false",
+        # Codex's bubblewrap sandbox cannot start in an unprivileged container ("bwrap:
+        # setting up uid map: Permission denied"): commands run unsandboxed here. The
+        # office's own policy is its PreToolUse hook, which runs either way.
+        'sandbox_mode="danger-full-access"',
     ]
     command = ", ".join(json.dumps(a) for c in provider for a in ("-c", c))
     roster = (
@@ -86,7 +90,8 @@ def model_of(office: ClaudeOffice) -> ScriptedResponses:
 def serving_codex(
     office: ClaudeOffice, log: Path, env: Mapping[str, str] | None = None
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """`hive-office serve` until the codex desk reported its session and is idle."""
+    """`hive-office serve` until the codex desk reported its session and its first
+    turn (the one that opens the session) is over."""
     proc = subprocess.Popen(
         [str(BIN / "hive-office"), "serve", "--home", str(office.home)],
         env={**office.env, **(env or {})},
@@ -98,8 +103,9 @@ def serving_codex(
             lambda: (
                 office.registry().get(DESK, {}).get("session_id")
                 and office.registry()[DESK]["status"] == "idle"
+                and any(e["detail"].startswith("Stop: turn ended") for e in office.log(DESK))
             ),
-            f"{DESK}: SessionStart",
+            f"{DESK}: SessionStart and the end of its first turn",
             timeout=120,
         )
         yield proc
