@@ -1,7 +1,7 @@
 """Liveness of the three-agent demo office (issue 5, "Measure"). Prints; asserts nothing.
 
     .venv/bin/python bench/bench_liveness.py [--runs 3] [--timeout 120] [--keep] [--quick]
-                                             [--gemini]
+                                             [--gemini] [--codex]
 
 The summary is also printed as a FIGURE line (bench/figures.py) for bench/run_all.
 
@@ -151,7 +151,45 @@ def gemini_desk(demo: Any, agent: str) -> Any:
     return model
 
 
-def run_once(timeout: float, gemini: tuple[str, ...] = ()) -> Run:
+CODEX_API_KEY = "sk-bench-not-a-real-key-0123456789"
+
+
+def codex_desk(demo: Any, agent: str) -> Any:
+    """Make `agent` of the laid-out demo a codex desk: its brain now answers through
+    the scripted Responses API, and its roster entry names the codex provider with a
+    key in its `env`, the model family the stand-in scripts, and the stand-in as a
+    model provider on its `command` (as tests/codex_office.py does)."""
+    from hive_core.demo.scripted_model.responses import MODEL, ScriptedResponses
+
+    demo.models[agent].stop()
+    model = ScriptedResponses(demo.brains[agent])
+    model.start()
+    demo.models[agent] = model
+    settings = [
+        'model_provider="standin"',
+        'model_providers.standin.name="stand-in"',
+        f'model_providers.standin.base_url="{model.base_url}/v1"',
+        "model_providers.standin.requires_openai_auth=true",
+        "model_providers.standin.supports_websockets=false",
+        'sandbox_mode="danger-full-access"',  # bubblewrap cannot start in a container
+    ]
+    command = ", ".join(json.dumps(a) for c in settings for a in ("-c", c))
+    toml = demo.paths.office_toml
+    blocks = toml.read_text().split("\n[[agents]]\n")
+    for n, block in enumerate(blocks):
+        if f'id = "{agent}"\n' in block:
+            block = block.replace(
+                'provider = "claude"\n',
+                f'provider = "codex"\nmodel = "{MODEL}"\ncommand = ["codex", {command}]\n',
+            )
+            blocks[n] = re.sub(
+                r"env = \{[^\n]*\}\n", f'env = {{ OPENAI_API_KEY = "{CODEX_API_KEY}" }}\n', block
+            )
+    toml.write_text("\n[[agents]]\n".join(blocks))
+    return model
+
+
+def run_once(timeout: float, gemini: tuple[str, ...] = (), codex: tuple[str, ...] = ()) -> Run:
     home = Path(tempfile.mkdtemp(prefix="hl-", dir="/tmp"))
     paths = HivePaths(home)
     claim_demo_home(home)  # before the lock, which writes into the home (as --demo does)
@@ -160,6 +198,8 @@ def run_once(timeout: float, gemini: tuple[str, ...] = ()) -> Run:
         try:
             for agent in gemini:
                 gemini_desk(demo, agent)
+            for agent in codex:
+                codex_desk(demo, agent)
             apply_env(demo)
             office = Office(demo.paths)
             finished, seconds = asyncio.run(_drive(office, demo.paths, timeout))
@@ -380,9 +420,76 @@ def gemini_turns(bodies: list[Any]) -> int:
     return turns
 
 
+HOOK_PROMPT = re.compile(r"\A<hook_prompt [^>]*>(.*)</hook_prompt>\Z", re.S)
+
+
+def codex_injected(body: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """(kind, office text) for every piece of coordination text in one Codex request.
+    Codex 0.169 puts hook additional context in a `developer` message of its own
+    (SessionStart's ahead of the first prompt, UserPromptSubmit's after the prompt,
+    PostToolUse's after a tool's output) and a Stop block's reason in a user message
+    wrapped in `<hook_prompt>`; the identity the office writes as the desk's AGENTS.md
+    comes as a user message "# AGENTS.md instructions", and the office's first prompt
+    (the turn that opens the session) as a user message of its own."""
+    from hive_core.agents.codex import START_PROMPT
+    from hive_core.demo.scripted_model.responses import item_texts
+
+    after = ""  # what the previous item was: "prompt" or "tool"
+    for item in body.get("input") or []:
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "function_call_output":
+            after = "tool"
+            continue
+        if item.get("type") != "message" or item.get("role") == "assistant":
+            continue
+        for text in item_texts(item):
+            wrapped = HOOK_PROMPT.match(text.strip())
+            if item.get("role") == "developer":
+                if DIGEST_END in text:
+                    yield ("PostToolUse" if after == "tool" else "UserPromptSubmit"), text
+                elif text.startswith("You are ") and "(id " in text:
+                    yield "SessionStart", text
+            elif wrapped:
+                yield "Stop", wrapped.group(1)
+            elif text.startswith("You have ") and "Run hive inbox" in text:
+                yield "nudge", text
+                after = "prompt"
+            elif text.startswith("# AGENTS.md instructions"):
+                yield "AGENTS.md", text
+            elif text == START_PROMPT:
+                yield "first prompt", text
+                after = "prompt"
+            elif not text.startswith("<"):
+                after = "prompt"
+
+
+def codex_turns(bodies: list[Any]) -> int:
+    """Requests that start a turn: the last input item is a user message."""
+    turns = 0
+    for body in bodies:
+        items = [i for i in (body or {}).get("input") or [] if isinstance(i, dict)]
+        last = items[-1] if items else {}
+        turns += last.get("type") == "message" and last.get("role") == "user"
+    return turns
+
+
+def is_codex(bodies: list[Any]) -> bool:
+    return bool(bodies) and "input" in (bodies[0] or {})
+
+
 def context_figures(requests: dict[str, list[Any]]) -> Context:
     context = Context()
     for bodies in requests.values():
+        if is_codex(bodies):
+            seen_c: Counter[tuple[str, str]] = Counter()
+            for body in bodies:
+                here_c = Counter(codex_injected(body or {}))
+                for key, count in here_c.items():
+                    for _ in range(count - seen_c[key]):
+                        context.add(*key)
+                    seen_c[key] = max(seen_c[key], count)
+            continue
         if bodies and "contents" in (bodies[0] or {}):
             seen_g: Counter[tuple[str, str]] = Counter()
             for body in bodies:
@@ -489,6 +596,20 @@ def print_run(n: int, f: Figures) -> None:
                 + ", ".join(f"{k} {own.total(k)}" for k in kinds)
                 + ")"
             )
+        if is_codex(bodies):
+            own = context_figures({agent: bodies})
+            turns = codex_turns(bodies)
+            kinds = ("Stop", "UserPromptSubmit", "PostToolUse", "nudge", "SessionStart")
+            extra = ("AGENTS.md", "first prompt")
+            print(
+                f"codex    {agent}: {len(bodies)} requests, {turns} turns, nudged "
+                f"{w.by_agent.get(agent, 0)}, Stop-drained {m.drains_by_agent.get(agent, 0)}; "
+                f"office context {own.total(*kinds)} bytes = "
+                f"{own.total(*kinds) / max(turns, 1):.0f} per turn ("
+                + ", ".join(f"{k} {own.total(k)}" for k in kinds)
+                + "); per session also "
+                + ", ".join(f"{k} {own.total(k)}" for k in extra)
+            )
     print("context  kind              texts  entries  bytes  bytes/entry")
     for kind in ("Stop", "UserPromptSubmit", "PostToolUse", "nudge", "SessionStart"):
         count, entries, total = c.count(kind), c.entries(kind), c.total(kind)
@@ -563,13 +684,18 @@ def main() -> None:
     parser.add_argument(
         "--gemini", action="store_true", help="jim's desk runs the Gemini CLI (scripted API)"
     )
+    parser.add_argument(
+        "--codex", action="store_true", help="pam's desk runs the Codex CLI (scripted API)"
+    )
     args = parser.parse_args()
     if args.quick:
         args.runs = 1
     saved_env = dict(os.environ)
     all_figures = []
     for n in range(1, args.runs + 1):
-        run = run_once(args.timeout, ("jim",) if args.gemini else ())
+        run = run_once(
+            args.timeout, ("jim",) if args.gemini else (), ("pam",) if args.codex else ()
+        )
         os.environ.clear()
         os.environ.update(saved_env)
         paths = HivePaths(run.home)
@@ -580,9 +706,12 @@ def main() -> None:
         if not args.keep:
             shutil.rmtree(run.home, ignore_errors=True)
         all_figures.append(figures)
-    print_summary(
-        all_figures, "claude CLIs, jim on the Gemini CLI" if args.gemini else "claude CLIs"
-    )
+    desks = "claude CLIs"
+    if args.gemini:
+        desks += ", jim on the Gemini CLI"
+    if args.codex:
+        desks += ", pam on the Codex CLI"
+    print_summary(all_figures, desks)
 
 
 if __name__ == "__main__":

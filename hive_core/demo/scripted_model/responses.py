@@ -7,7 +7,8 @@ The same `Scenario` of turns as the Messages stand-in (scenario.py) answers POST
 block is an assistant message item, a `ToolUse` a `function_call` item (`input` sent as
 its JSON `arguments`). Predicates here read the Responses request shape: its `input` is
 a list of items (user messages with `input_text` parts, `function_call_output` items with
-what the tool returned). GET `/v1/models` answers an empty model list; anything else an
+what the tool returned); a scenario written for the Messages stand-in reads them
+through `claude_view`, and its `Bash` calls become Codex's shell calls. GET `/v1/models` answers an empty model list; anything else an
 empty JSON object. Every request is recorded, as ScriptedModel records them.
 
 scenario = Scenario([
@@ -21,6 +22,7 @@ with ScriptedResponses(scenario) as model:
 from __future__ import annotations
 
 import itertools
+import re
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
@@ -132,6 +134,60 @@ def call_outputs(request: Request) -> list[str]:
     ]
 
 
+# --- a scenario written for the Messages stand-in ------------------------------------
+
+# Codex's tool output wraps the command's own: "Chunk ID ... Output:\n<output>".
+_SHELL_OUTPUT = re.compile(r"\AChunk ID: .*?\nOutput:\n(.*)\Z", re.S)
+
+
+def claude_view(request: Request) -> Request:
+    """`request` with `messages` added: its `input` as Anthropic's Messages API would
+    carry it (user and developer texts as user text blocks, the model's texts and calls
+    as assistant blocks, a call's output as the tool_result paired by its call id, a
+    shell call's as the command's own output). A scenario written for the Messages
+    stand-in (the demo's brains) reads Codex's requests through it."""
+    messages: list[dict[str, Any]] = []
+
+    def add(role: str, block: dict[str, Any]) -> None:
+        if messages and messages[-1]["role"] == role:
+            messages[-1]["content"].append(block)
+        else:
+            messages.append({"role": role, "content": [block]})
+
+    for item in request.get("input") or []:
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type")
+        if kind == "message":
+            role = "assistant" if item.get("role") == "assistant" else "user"
+            for text in item_texts(item):
+                add(role, {"type": "text", "text": text})
+        elif kind == "function_call":
+            try:
+                arguments = msgspec.json.decode(str(item.get("arguments") or "{}"))
+            except msgspec.DecodeError:
+                arguments = {}
+            name = str(item.get("name", ""))
+            if name == SHELL_TOOL and isinstance(arguments, dict):
+                name, arguments = "Bash", {"command": arguments.get("cmd", "")}
+            add(
+                "assistant",
+                {"type": "tool_use", "id": item.get("call_id"), "name": name, "input": arguments},
+            )
+        elif kind == "function_call_output":
+            text = "\n".join(item_texts(item))
+            shown = _SHELL_OUTPUT.match(text)
+            add(
+                "user",
+                {
+                    "type": "tool_result",
+                    "tool_use_id": item.get("call_id"),
+                    "content": shown.group(1) if shown else text,
+                },
+            )
+    return {**request, "messages": messages}
+
+
 # --- wire shapes ----------------------------------------------------------------------
 
 
@@ -205,8 +261,11 @@ def _items(turn: Turn) -> list[Item]:
     items: list[Item] = []
     for i, block in enumerate(turn.blocks):
         if isinstance(block, ToolUse):
-            arguments = msgspec.json.encode(block.input).decode()
-            items.append(FunctionCallItem(f"fc_{n:05d}_{i}", block.id, block.name, arguments))
+            name, given = block.name, block.input
+            if name == "Bash":  # a Messages-API scenario's shell call: Codex's own
+                name, given = SHELL_TOOL, shell(str(given.get("command", ""))).input
+            arguments = msgspec.json.encode(given).decode()
+            items.append(FunctionCallItem(f"fc_{n:05d}_{i}", block.id, name, arguments))
         elif isinstance(block, Text):
             items.append(MessageItem(f"msg_{n:05d}_{i}", [OutputText(block.text)]))
     return items
@@ -334,7 +393,7 @@ def _handler_for(model: ScriptedResponses) -> type[BaseHTTPRequestHandler]:
                 self._send_json(b"{}")
 
         def _respond(self, body: Request) -> None:
-            turn, index = model.scenario.respond(body)
+            turn, index = model.scenario.respond(claude_view(body))
             main = is_conversation(body)
             self._record(body, "main" if main else "side", index)
             schema = _json_schema(body)
