@@ -465,10 +465,15 @@ def codex_injected(body: dict[str, Any]) -> Iterator[tuple[str, str]]:
 
 
 def codex_turns(bodies: list[Any]) -> int:
-    """Requests that start a turn: the last input item is a user message."""
+    """Requests that start a turn: the last input item is a user message (past the
+    developer messages of hook context that follow a prompt)."""
     turns = 0
     for body in bodies:
-        items = [i for i in (body or {}).get("input") or [] if isinstance(i, dict)]
+        items = [
+            i
+            for i in (body or {}).get("input") or []
+            if isinstance(i, dict) and i.get("role") != "developer"
+        ]
         last = items[-1] if items else {}
         turns += last.get("type") == "message" and last.get("role") == "user"
     return turns
