@@ -12,7 +12,7 @@ import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, get_args
 
 from hive_core.paths import HivePaths
 from hive_core.schema import AgentSpec
@@ -29,16 +29,7 @@ EventName = Literal[
     "StopFailure",
     "SessionEnd",
 ]
-EVENT_NAMES: tuple[EventName, ...] = (
-    "SessionStart",
-    "UserPromptSubmit",
-    "PreToolUse",
-    "PostToolUse",
-    "Notification",
-    "Stop",
-    "StopFailure",
-    "SessionEnd",
-)
+EVENT_NAMES: tuple[EventName, ...] = get_args(EventName)
 
 
 @dataclass(frozen=True)

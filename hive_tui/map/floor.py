@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal
 
-from hive_core.events.decide import BOARD_VERBS
+from hive_core.events.decide import BOARD_VERBS, WEB_TOOLS
 from hive_tui.messages import AgentInfo
 
 Point = tuple[int, int]
@@ -116,7 +116,6 @@ class FloorPlan:
 EDIT_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
 SHELL_TOOLS = frozenset({"Bash", "BashOutput", "KillShell"})
 READ_TOOLS = frozenset({"Read", "Grep", "Glob", "LS", "NotebookRead"})
-WEB_TOOLS = frozenset({"WebFetch", "WebSearch"})
 
 
 def station_for(info: AgentInfo) -> Station:
