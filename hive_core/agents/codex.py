@@ -62,6 +62,7 @@ What Codex does not offer:
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 from collections.abc import Mapping, Sequence
@@ -195,7 +196,14 @@ class CodexProvider:
             message = text_field(tool_input.get("description")) or text_field(
                 tool_input.get("command")
             )
-        if tool == "apply_patch":
+        if tool == "Bash":
+            folder = _shell_patch_folder(tool_input.get("command"))
+            if folder is not None:
+                # Codex runs a shell call that is an apply_patch heredoc as its own edit
+                # (the gpt-5.1-codex family edits files so): an edit to the office too.
+                tool = "apply_patch"
+                tool_input.update(_patch_paths(tool_input.get("command"), folder))
+        elif tool == "apply_patch":
             tool_input.update(_patch_paths(tool_input.get("command")))
         return CanonicalEvent(
             name=name,
@@ -300,16 +308,33 @@ def _read_auth(path: Path) -> bytes | None:
         return b""  # there, but not a file the office reads: left alone
 
 
-def _patch_paths(patch: object) -> dict[str, Any]:
-    """`file_path` (the first file) and `file_paths` (all) of an apply_patch call.
+def _patch_paths(patch: object, folder: str = "") -> dict[str, Any]:
+    """`file_path` (the first file) and `file_paths` (all) of an apply_patch call, under
+    `folder` (relative to the session's cwd) when the call named one.
 
     The tool policy reads `file_path` of an Edit; a patch touching several files also
     lists them all, so a check can look past the first.
     """
     if not isinstance(patch, str):
         return {}
-    paths = _PATCH_PATH.findall(patch)
+    paths = [os.path.join(folder, p) for p in _PATCH_PATH.findall(patch)]
     return {"file_path": paths[0], "file_paths": paths} if paths else {}
+
+
+# The shell forms Codex runs as apply_patch: `apply_patch <<'EOF'` and
+# `cd DIR && apply_patch <<'EOF'`.
+_SHELL_PATCH = re.compile(r"\A\s*(?:cd\s+(?P<folder>[^\s&;|]+)\s*&&\s*)?apply_patch\b")
+
+
+def _shell_patch_folder(command: object) -> str | None:
+    """The folder a shell call that is an apply_patch runs it in ("" for the cwd), or
+    None if the call is not one."""
+    if not isinstance(command, str):
+        return None
+    found = _SHELL_PATCH.match(command)
+    if found is None:
+        return None
+    return (found.group("folder") or "").strip("'\"")
 
 
 def _tomltext_field(value: str) -> str:

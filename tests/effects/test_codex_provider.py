@@ -118,3 +118,31 @@ def test_the_real_codex_reads_the_stored_login(tmp_path: Path) -> None:
     )
     assert status.returncode == 0, status.stderr
     assert "API key configured" in status.stdout + status.stderr
+
+
+PATCH = (
+    "*** Begin Patch\n*** Update File: src/a.py\n@@\n-x\n+y\n*** Add File: b.py\n+z\n*** End Patch"
+)
+
+
+def pre_tool(command: str) -> dict[str, object]:
+    return {
+        "hook_event_name": "PreToolUse",
+        "session_id": "s",
+        "cwd": "/repo",
+        "tool_name": "Bash",
+        "tool_input": {"command": command},
+    }
+
+
+def test_a_shell_call_codex_runs_as_apply_patch_is_an_edit_of_every_file_it_names() -> None:
+    provider = CodexProvider()
+    plain = provider.canonical(pre_tool(f"apply_patch <<'EOF'\n{PATCH}\nEOF"))
+    assert plain is not None and plain.tool_name == "Edit"
+    assert plain.tool_input["file_paths"] == ["src/a.py", "b.py"]
+    assert plain.tool_input["file_path"] == "src/a.py"
+    moved = provider.canonical(pre_tool(f"cd pkg && apply_patch <<'EOF'\n{PATCH}\nEOF"))
+    assert moved is not None and moved.tool_input["file_paths"] == ["pkg/src/a.py", "pkg/b.py"]
+    # Any other shell call stays a shell call, checked as one.
+    other = provider.canonical(pre_tool("echo apply_patch > notes.txt"))
+    assert other is not None and other.tool_name == "Bash" and "file_path" not in other.tool_input
