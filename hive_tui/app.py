@@ -33,7 +33,6 @@ from textual.widgets import Static, TabbedContent, TabPane
 from hive_core import notify
 from hive_core.actions import BY_NAME, PersonAction
 from hive_core.agents.state import status_words
-from hive_core.cli.render import why_text
 from hive_core.clients.protocol import AgentView
 from hive_core.cost import label
 from hive_core.health import Problem
@@ -42,6 +41,7 @@ from hive_core.mail import DraftRefused, send
 from hive_core.memory import Hit, open_store
 from hive_core.memory.store import Mode, SearchScope
 from hive_core.office import Office
+from hive_core.render import why_text
 from hive_core.schema import HUMAN, ControlRequest, Draft, Message
 from hive_core.status import TITLE_KINDS
 from hive_core.worktrees import office_review, read_overlaps

@@ -19,9 +19,8 @@ from typing import Any
 import click
 import msgspec
 
-from hive_core import mail
+from hive_core import mail, render
 from hive_core.caller import Caller
-from hive_core.cli import render
 from hive_core.cli.common import (
     BadUsage,
     HiveError,

@@ -26,8 +26,8 @@ from hive_core.cli.common import (
     open_caller,
     relayed,
 )
-from hive_core.cli.render import clean
 from hive_core.leases import Lease
+from hive_core.render import clean
 from hive_core.schema import HUMAN
 
 # `hive lease list` and `hive lease break` are verbs; a file named so is `./list`.

@@ -16,8 +16,8 @@ from typing import Any, NamedTuple, cast
 
 import msgspec
 
-from hive_core import mail
-from hive_core.cli import argv, render
+from hive_core import mail, render
+from hive_core.cli import argv
 from hive_core.cli.argv import Argument, Option, Spec
 from hive_core.cli.common import (
     HOME_HELP,

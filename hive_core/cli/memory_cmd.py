@@ -14,8 +14,8 @@ from typing import cast
 import click
 import msgspec
 
+from hive_core import render
 from hive_core.caller import Caller
-from hive_core.cli import render
 from hive_core.cli.common import (
     BadUsage,
     HiveError,

@@ -23,13 +23,13 @@ from hive_core.actions import ACTIONS, BY_NAME, Escalation, PersonAction
 from hive_core.caller import CallerError, require_person
 from hive_core.cli.common import HOME_HELP
 from hive_core.cli.cost_cmd import cost_command
-from hive_core.cli.render import preview, why_text
 from hive_core.cli.worktree_cmd import OFFICE_COMMANDS
 from hive_core.config import ConfigError, load_office
 from hive_core.hint import office_command
 from hive_core.hive import init_office, tighten_modes
 from hive_core.office import Office, OfficeBusy, daemon, office_lock
 from hive_core.paths import HivePaths, resolve_home
+from hive_core.render import preview, why_text
 from hive_core.schema import ControlReply, ControlRequest
 
 

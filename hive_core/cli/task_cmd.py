@@ -35,8 +35,8 @@ from hive_core.cli.common import (
     require_proof,
     text_or_stdin,
 )
-from hive_core.cli.render import clean, preview
 from hive_core.ids import utc_now_iso
+from hive_core.render import clean, preview
 from hive_core.schema import BODY_MAX, HUMAN, SUBJECT_MAX, Draft, OfficeConfig, Task
 
 NO_SPEC = "No spec was given beyond the title; ask god if it is not enough."

@@ -27,7 +27,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widget import Widget
 
-from hive_core.cli.render import clean
+from hive_core.text import shown as clean
 
 EMPTY_BOARD = "The board is empty: the manager writes it with `hive board --write`."
 TAB_WIDTH = 4

@@ -10,8 +10,8 @@ from __future__ import annotations
 from rich.text import Text
 from textual.message import Message as TextualMessage
 
-from hive_core.cli.render import clean, message, preview
 from hive_core.escalations import newest_first
+from hive_core.render import clean, message, preview
 from hive_core.schema import Message
 from hive_tui.panels.rows import Row, RowsPanel
 

@@ -24,7 +24,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Static
 
-from hive_core.cli.render import clean, log_event
+from hive_core.render import clean, log_event
 from hive_core.schema import HUMAN, ROUTER, SPECIAL_RECIPIENTS, LogEvent
 
 MAX_EVENTS = 5_000

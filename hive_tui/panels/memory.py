@@ -30,12 +30,12 @@ from textual.widget import Widget
 from textual.widgets import Input, OptionList, Select, Static
 from textual.widgets.option_list import Option
 
-from hive_core.cli.render import clean
 from hive_core.memory import Hit, edit, embed, forget, open_store
 from hive_core.memory.store import Mode, SearchScope
 from hive_core.memory.write import changeable
 from hive_core.paths import HivePaths
 from hive_core.schema import HUMAN
+from hive_core.text import shown as clean
 from hive_tui.screens.confirm import ConfirmScreen
 from hive_tui.screens.memory_edit import REFUSALS, MemoryEditScreen
 

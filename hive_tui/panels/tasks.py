@@ -9,8 +9,9 @@ from __future__ import annotations
 from rich.text import Text
 from textual.message import Message
 
-from hive_core.cli.render import clean, one_line
 from hive_core.schema import Ledger, Task
+from hive_core.text import one_line
+from hive_core.text import shown as clean
 from hive_tui.panels.rows import Row, RowsPanel
 
 EMPTY_TASKS = "No tasks yet: the manager adds them with `hive task add`."

@@ -8,8 +8,8 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Label, Static, TextArea
 
-from hive_core.cli.render import clean
 from hive_core.schema import Message
+from hive_core.text import shown as clean
 from hive_tui.screens.form import FormScreen
 
 

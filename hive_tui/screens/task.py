@@ -28,13 +28,14 @@ from textual.widgets import Button, Input, Label, Static
 
 from hive_core.caller import Caller
 from hive_core.cli.common import HiveError
-from hive_core.cli.render import clean, one_line
 from hive_core.cli.task_cmd import retry_as
 from hive_core.config import ConfigError, load_office
 from hive_core.mail import send
 from hive_core.paths import HivePaths
 from hive_core.schema import HUMAN, Ledger, Task
 from hive_core.tasks import LedgerError
+from hive_core.text import one_line
+from hive_core.text import shown as clean
 from hive_tui.panels.tasks import task_detail
 from hive_tui.screens.form import FormScreen
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 from textual.pilot import Pilot
 
-from hive_core.cli.render import why_text
 from hive_core.hive import init_office
 from hive_core.office import Office
 from hive_core.paths import HivePaths
+from hive_core.render import why_text
 from hive_core.schema import ControlRequest
 from hive_tui.app import HiveApp
 from hive_tui.map.widget import OfficeMap

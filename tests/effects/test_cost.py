@@ -10,8 +10,8 @@ import msgspec
 import pygit2
 import pytest
 
+from hive_core import render
 from hive_core.agents.providers import providers
-from hive_core.cli import render
 from hive_core.config import ConfigError, load_office
 from hive_core.cost import (
     PRICES,

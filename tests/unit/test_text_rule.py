@@ -11,7 +11,7 @@ import unicodedata
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hive_core.cli import render
+from hive_core import render
 from hive_core.remote.plan import tail_reason
 from hive_core.routing.decide import clean_line, clean_text
 from hive_core.schema import LogEvent, Message

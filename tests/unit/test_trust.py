@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hive_core.cli import render
+from hive_core import render
 from hive_core.config import ConfigError, load_office
 from hive_core.events.decide import MailItem, digest
 from hive_core.hive import init_office

@@ -1,4 +1,5 @@
-"""Plain-text views of mail, the roster and the log for `hive` (pure: data in, text out).
+"""Plain-text views of mail, the roster and the log for `hive` and the app (pure: data
+in, text out).
 
 Everything shown here was written by someone else (another agent, the router), so
 control characters are made visible: an escape sequence in a message must not be able
