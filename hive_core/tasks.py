@@ -10,9 +10,11 @@ In a change, None clears a field: it goes back to the schema's default (null for
 assignee and result, "" for spec, [] for depends_on, 2 for priority, "todo" for
 status). Fields without a default (id, title, created_at) cannot be cleared.
 
-Every function here but `locked`, `load_ledger` and `save_ledger` is pure: ledgers in,
-new ledgers out, inputs never mutated. Writers hold `locked(paths)` around load,
-change and save, so the manager and the person never lose each other's changes.
+Every function here but `locked`, `load_ledger`, `save_ledger` and `retry_as` is pure:
+ledgers in, new ledgers out, inputs never mutated. Writers hold `locked(paths)` around
+load, change and save, so the manager and the person never lose each other's changes.
+`retry_as` is the one whole verb here: the CLI's `hive task retry` and the app's task
+screen both run it (their own part is the telling and the sending).
 """
 
 from __future__ import annotations
@@ -29,12 +31,16 @@ from typing import Any, get_args
 
 import msgspec
 
+from hive_core import mail
 from hive_core.fsio import UnsafeFile, atomic_write, open_regular
+from hive_core.ids import utc_now_iso
 from hive_core.paths import HivePaths
 from hive_core.schema import (
     BODY_MAX,
     JSON_DEPTH_MAX,
     SUBJECT_MAX,
+    Draft,
+    OfficeConfig,
     Task,
     TaskQuestion,
     TaskStatus,
@@ -50,6 +56,7 @@ CHANGEABLE = ("title", "spec", "assignee", "status", "priority", "depends_on", "
 # Ids become file-name-like tokens in messages and commands: no spaces, no slashes.
 TASK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _AUTO_ID_RE = re.compile(r"^t([0-9]+)$")
+NO_SPEC = "No spec was given beyond the title; ask god if it is not enough."
 
 
 def _schema_defaults() -> dict[str, Any]:
@@ -286,6 +293,66 @@ def retry_task(
         ledger, task_id, {"assignee": assignee, "status": "doing"}, assignable=assignable, now=now
     )
     return _with_fields(changed, task_id, {"attempts": task.attempts + 1}, now)
+
+
+def assignable(config: OfficeConfig) -> frozenset[str]:
+    """Who may be given a task: archived and send-only agents read no mail, so they
+    could never learn of one."""
+    return frozenset(a.id for a in config.agents if not a.archived and not a.send_only)
+
+
+def subject_line(prefix: str, title: str) -> str:
+    """A message subject about a task: `prefix` and its title, cut to SUBJECT_MAX."""
+    subject = prefix + title
+    return subject if len(subject) <= SUBJECT_MAX else subject[: SUBJECT_MAX - 1] + "…"
+
+
+def retry_as(
+    paths: HivePaths, config: OfficeConfig, who: str, task_id: str, to: str | None
+) -> tuple[Task, Draft | None]:
+    """Retry task ID for `who`, who may change the ledger (the manager or the person):
+    the ledger written, and the request still to send to the assignee (None: `who`
+    holds the task). Refused with a LedgerError (ChangeRefused for mail the assignee
+    cannot get) before anything is written."""
+    with locked(paths):
+        ledger, retried = retry_task(
+            load_ledger(paths.tasks), task_id, to, assignable=assignable(config), now=utc_now_iso()
+        )
+        request = retry_request(config, who, retried)
+        save_ledger(paths.tasks, ledger)
+    return retried, request
+
+
+def retry_request(config: OfficeConfig, who: str, task: Task) -> Draft | None:
+    """The request that gives the task out again: where the last attempt got to first,
+    then the spec (cut if both would not fit in one message); checked as `who`'s mail."""
+    assert task.assignee is not None
+    if task.assignee == who:
+        return None
+    if task.checkpoint:
+        start = (
+            f"Attempt {task.attempts}. Start from the last checkpoint "
+            f"({task.checkpoint_by}, {task.checkpoint_at}):\n{task.checkpoint}"
+        )
+    else:
+        start = f"Attempt {task.attempts}. No checkpoint was recorded: start from the spec."
+    spec = task.spec if task.spec.strip() else NO_SPEC
+    body = f"{start}\n\nThe task:\n{spec}"
+    if len(body.encode()) > BODY_MAX:
+        cut = "\n(the spec is cut here; `hive task list --json` has all of it)"
+        room = BODY_MAX - len(cut.encode())
+        body = body.encode()[:room].decode(errors="ignore") + cut
+    draft = Draft(
+        to=task.assignee,
+        act="request",
+        subject=subject_line(f"task {task.id}, attempt {task.attempts}: ", task.title),
+        body=body,
+        task=task.id,
+    )
+    problem = mail.draft_problem(config, who, draft)
+    if problem:
+        raise ChangeRefused(f"cannot tell {draft.to} about {task.id}: {problem}")
+    return draft
 
 
 def _with_fields(

@@ -37,9 +37,8 @@ from hive_core.cli.common import (
 )
 from hive_core.ids import utc_now_iso
 from hive_core.render import clean, preview
-from hive_core.schema import BODY_MAX, HUMAN, SUBJECT_MAX, Draft, OfficeConfig, Task
+from hive_core.schema import HUMAN, Draft, Task
 
-NO_SPEC = "No spec was given beyond the title; ask god if it is not enough."
 TITLE_WIDTH = 60
 
 
@@ -63,11 +62,6 @@ def _writer() -> Caller:
     return caller
 
 
-def _assignable(config: OfficeConfig) -> frozenset[str]:
-    # Archived and send-only agents read no mail, so they could never learn of a task.
-    return frozenset(a.id for a in config.agents if not a.archived and not a.send_only)
-
-
 @contextmanager
 def _ledger_errors() -> Iterator[None]:
     try:
@@ -78,11 +72,6 @@ def _ledger_errors() -> Iterator[None]:
         raise HiveError(str(e)) from None
 
 
-def _subject(prefix: str, title: str) -> str:
-    subject = prefix + title
-    return subject if len(subject) <= SUBJECT_MAX else subject[: SUBJECT_MAX - 1] + "…"
-
-
 def _assignment(caller: Caller, task: Task) -> Draft | None:
     """The request that tells the assignee about `task`, checked so that a refusal
     comes before anything is written; None when there is nobody else to tell."""
@@ -91,8 +80,8 @@ def _assignment(caller: Caller, task: Task) -> Draft | None:
     draft = Draft(
         to=task.assignee,
         act="request",
-        subject=_subject(f"task {task.id}: ", task.title),
-        body=task.spec if task.spec.strip() else NO_SPEC,
+        subject=tasks.subject_line(f"task {task.id}: ", task.title),
+        body=task.spec if task.spec.strip() else tasks.NO_SPEC,
         task=task.id,
     )
     problem = mail.draft_problem(caller.config, caller.who, draft)
@@ -234,7 +223,7 @@ def add(
         ledger, added = tasks.add_task(
             tasks.load_ledger(paths.tasks),
             title,
-            assignable=_assignable(caller.config),
+            assignable=tasks.assignable(caller.config),
             now=utc_now_iso(),
             task_id=task_id,
             spec=spec_text,
@@ -265,7 +254,7 @@ def assign(task_id: str, agent_id: str) -> None:
     with tasks.locked(paths), _ledger_errors():
         before = tasks.load_ledger(paths.tasks)
         ledger, assigned = tasks.assign_task(
-            before, task_id, agent_id, assignable=_assignable(caller.config), now=utc_now_iso()
+            before, task_id, agent_id, assignable=tasks.assignable(caller.config), now=utc_now_iso()
         )
         if tasks.find_task(before, task_id).assignee == agent_id:
             click.echo(f"{task_id} is already assigned to {agent_id}; nothing changed.")
@@ -345,7 +334,7 @@ def update(
         now = utc_now_iso()
         if changes:
             ledger, _ = tasks.update_task(
-                ledger, task_id, changes, assignable=_assignable(caller.config), now=now
+                ledger, task_id, changes, assignable=tasks.assignable(caller.config), now=now
             )
         if question is not None:
             ledger, _ = tasks.ask_question(ledger, task_id, question, asked_by=caller.who, now=now)
@@ -387,7 +376,7 @@ def done_task(task_id: str, result: str) -> None:
     report = Draft(
         to="god",
         act="done",
-        subject=_subject("done: ", finished.title),
+        subject=tasks.subject_line("done: ", finished.title),
         body=text,
         task=finished.id,
     )
@@ -437,58 +426,7 @@ def retry(task_id: str, to: str | None) -> None:
     """
     caller = _writer()
     with _ledger_errors():
-        retried, request = retry_as(caller, task_id, to)
+        retried, request = tasks.retry_as(caller.paths, caller.config, caller.who, task_id, to)
     click.echo(f"{task_id} is attempt {retried.attempts}, assigned to {retried.assignee}")
     if request is not None:
         post(caller, request)
-
-
-def retry_as(caller: Caller, task_id: str, to: str | None) -> tuple[Task, Draft | None]:
-    """Retry task ID for a caller who may change the ledger (the CLI's `retry` and the
-    app's task screen): the ledger written, and the request still to send to the
-    assignee (None: the caller holds the task). Refused (a LedgerError, or a HiveError
-    for mail the assignee cannot get) before anything is written."""
-    paths = caller.paths
-    with tasks.locked(paths):
-        ledger, retried = tasks.retry_task(
-            tasks.load_ledger(paths.tasks),
-            task_id,
-            to,
-            assignable=_assignable(caller.config),
-            now=utc_now_iso(),
-        )
-        request = _retry_request(caller, retried)
-        tasks.save_ledger(paths.tasks, ledger)
-    return retried, request
-
-
-def _retry_request(caller: Caller, task: Task) -> Draft | None:
-    """The request that gives the task out again: where the last attempt got to first,
-    then the spec (cut if both would not fit in one message)."""
-    assert task.assignee is not None
-    if task.assignee == caller.who:
-        return None
-    if task.checkpoint:
-        start = (
-            f"Attempt {task.attempts}. Start from the last checkpoint "
-            f"({task.checkpoint_by}, {task.checkpoint_at}):\n{task.checkpoint}"
-        )
-    else:
-        start = f"Attempt {task.attempts}. No checkpoint was recorded: start from the spec."
-    spec = task.spec if task.spec.strip() else NO_SPEC
-    body = f"{start}\n\nThe task:\n{spec}"
-    if len(body.encode()) > BODY_MAX:
-        cut = "\n(the spec is cut here; `hive task list --json` has all of it)"
-        room = BODY_MAX - len(cut.encode())
-        body = body.encode()[:room].decode(errors="ignore") + cut
-    draft = Draft(
-        to=task.assignee,
-        act="request",
-        subject=_subject(f"task {task.id}, attempt {task.attempts}: ", task.title),
-        body=body,
-        task=task.id,
-    )
-    problem = mail.draft_problem(caller.config, caller.who, draft)
-    if problem:
-        raise HiveError(f"cannot tell {draft.to} about {task.id}: {problem}")
-    return draft

@@ -5,7 +5,7 @@ ledger as it changes: status, assignee, priority, title, dependencies, result). 
 write titles, specs and questions: all shown as Text.
 
 `r` retries the task as the person, as `hive task retry ID [--to AGENT]` does (the same
-function): one more attempt, status doing, and the assignee mailed the spec with the
+function, tasks.retry_as): one more attempt, status doing, and the assignee mailed the spec with the
 last checkpoint."""
 
 from __future__ import annotations
@@ -26,14 +26,11 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
-from hive_core.caller import Caller
-from hive_core.cli.common import HiveError
-from hive_core.cli.task_cmd import retry_as
 from hive_core.config import ConfigError, load_office
 from hive_core.mail import send
 from hive_core.paths import HivePaths
 from hive_core.schema import HUMAN, Ledger, Task
-from hive_core.tasks import LedgerError
+from hive_core.tasks import LedgerError, retry_as
 from hive_core.text import one_line
 from hive_core.text import shown as clean
 from hive_tui.panels.tasks import task_detail
@@ -143,16 +140,16 @@ def retry_for_person(paths: HivePaths, task_id: str, to: str | None) -> tuple[Ta
     nudge): the task as retried and what was done, or None and why not."""
     try:
         # office.toml as it is now: an agent hired since the app started can take it.
-        caller = Caller(paths, load_office(paths.office_toml), HUMAN, proven=True)
-        retried, request = retry_as(caller, task_id, to)
-    except (ConfigError, LedgerError, HiveError, OSError) as e:
+        config = load_office(paths.office_toml)
+        retried, request = retry_as(paths, config, HUMAN, task_id, to)
+    except (ConfigError, LedgerError, OSError) as e:
         return None, str(e)
     said = f"{task_id} is attempt {retried.attempts}, assigned to {retried.assignee}"
     if request is None:
         return retried, f"{said}."
     try:
         # Checked by retry_as before the ledger was written; only the disk can fail here.
-        send(paths, caller.config, HUMAN, request)
+        send(paths, config, HUMAN, request)
     except OSError as e:
         return retried, f"{said}, but the request to {request.to} was not written: {e}"
     carries = "the last checkpoint" if retried.checkpoint else "the spec (no checkpoint)"
