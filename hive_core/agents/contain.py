@@ -189,12 +189,14 @@ def desk_folders(
     cwd: Path,
     roster: Iterable[str],
     env: Mapping[str, str],
+    elsewhere: Iterable[str] = (),
 ) -> DeskFolders:
     """The folders of `agent`'s desk working in `cwd` with `env`: what its processes
     write (its working folder, its mailbox, its private tmp, its CLI's folders), what
     they never read (the other agents' private memory, and the two places that hold a
     copy of it: the hive's git and memory.db), and what they never write (the office's
-    home, the other agents' worktrees)."""
+    home, the other agents' worktrees and the other desks' working folders `elsewhere`,
+    unless one is inside this desk's own)."""
     home = os.path.realpath(env.get("HOME") or os.path.expanduser("~"))
     mine = [str(cwd), str(paths.mailbox(agent).root), str(paths.desk_tmp(agent))]
     for name in CONFIG_ENV:
@@ -208,7 +210,9 @@ def desk_folders(
     for other in others:
         box = paths.mailbox(other)
         hidden += [str(box.memory_dir), str(box.memory)]
+    own = _real(cwd)
     protected = [str(paths.home), *(str(paths.worktree(o)) for o in others)]
+    protected += [p for p in map(_real, elsewhere) if not _within(p, own)]
     return DeskFolders(
         agent=agent,
         writable=tuple(dict.fromkeys(_real(p) for p in mine)),

@@ -345,8 +345,9 @@ class Supervisor:
         except OSError:
             mailboxes = []
         roster = {*(a.id for a in self.config.agents), *mailboxes}
+        elsewhere = [a.cwd for a in self.config.agents if a.id != spec.id and a.host is None]
         folders = contain.desk_folders(
-            self.paths, spec.id, spec.provider, launch.cwd, roster, launch.env
+            self.paths, spec.id, spec.provider, launch.cwd, roster, launch.env, elsewhere
         )
         plan = contain.plan(folders, contain.listings(contain.to_list(folders.hidden)))
         if plan.refused is not None:

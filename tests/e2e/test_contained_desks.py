@@ -148,6 +148,7 @@ def test_a_contained_desk_cannot_reach_other_desks_and_the_person(office: Office
         "another agent's inbox": f"echo '{{}}' > {pam.inbox}/forged.json",
         "the person's outbox": f"echo '{{}}' > {paths.mailbox('human').outbox}/forged.json",
         "another agent's worktree": f"echo evil > {paths.worktree('pam')}/evil.txt",
+        "the manager's working folder (the person's checkout)": f"echo evil > {office.repo}/evil.txt",
         "another agent's notes": f"cat {pam.notes}",
         "another agent's memory.md": f"cat {pam.memory}",
         "the hive's git (every memory's history)": f"cat {paths.git_dir}/HEAD",
@@ -155,6 +156,11 @@ def test_a_contained_desk_cannot_reach_other_desks_and_the_person(office: Office
         "truncating another agent's notes": f"truncate -s 0 {pam.notes}",
         "a hard link to another agent's notes": f"ln {pam.notes} {paths.mailbox('jim').root}/n",
     }
+    if os.geteuid() != 0:
+        # Landlock's ptrace scope; a desk of root reads it still (docs/containment.md).
+        attacks["another desk's environment (its HIVE_SECRET)"] = (
+            f"cat /proc/{office.pid('pam')}/environ"
+        )
     for what, command in attacks.items():
         done = office.in_desk("jim", command)
         assert done.rc != 0, f"{what}: {done.out}"
@@ -162,6 +168,7 @@ def test_a_contained_desk_cannot_reach_other_desks_and_the_person(office: Office
     assert not (pam.inbox / "forged.json").exists()
     assert not (paths.mailbox("human").outbox / "forged.json").exists()
     assert not (paths.worktree("pam") / "evil.txt").exists()
+    assert not (office.repo / "evil.txt").exists()
     assert not (paths.home / "planted").exists()
     assert "4711" in pam.notes.read_text()
     # Listing is not reading: the names are there, the contents are not.

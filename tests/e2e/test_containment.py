@@ -62,8 +62,11 @@ class Office:
         git(self.repo, "commit", "-qm", "init")
         self.paths = HivePaths(root / "home")
         self.paths.home.mkdir()
+        # Uncontained desks (contain = false): these attacks are about attribution, and
+        # a contained desk could not even write the scratch folder or read another desk's
+        # environment (tests/e2e/test_contained_desks.py); remote desks run so anyway.
         self.paths.office_toml.write_text(
-            '[office]\nmanager = "michael"\n'
+            '[office]\nmanager = "michael"\ncontain = false\n'
             + "".join(
                 f'\n[[agents]]\nid = "{d}"\nname = "{d.title()}"\n{SHELL}cwd = "{self.repo}"\n'
                 for d in desks

@@ -157,7 +157,10 @@ def test_desk_folders_from_a_real_layout_and_worktree(tmp_path: Path) -> None:
     worktree = paths.worktree("jim")
     git(repo, "worktree", "add", "-q", "-b", "hive/scranton/jim", str(worktree))
     env = {"HOME": str(tmp_path / "user"), "CLAUDE_CONFIG_DIR": str(tmp_path / "cfg")}
-    folders = contain.desk_folders(paths, "jim", "claude", worktree, ["jim", "pam"], env)
+    inside = worktree / "sub"
+    folders = contain.desk_folders(
+        paths, "jim", "claude", worktree, ["jim", "pam"], env, [str(repo), str(inside)]
+    )
     real = os.path.realpath
     assert real(worktree) in folders.writable
     assert real(paths.mailbox("jim").root) in folders.writable
@@ -176,3 +179,8 @@ def test_desk_folders_from_a_real_layout_and_worktree(tmp_path: Path) -> None:
     assert real(paths.mailbox("jim").memory_dir) not in folders.hidden
     assert real(paths.home) in folders.protected
     assert real(paths.worktree("pam")) in folders.protected
+    # Another desk's working folder is never written (the person's checkout, here);
+    # one inside this desk's own is this desk's to write.
+    assert real(repo) in folders.protected
+    assert real(inside) not in folders.protected
+    assert plan(folders, contain.listings(contain.to_list(folders.hidden))).refused is None
