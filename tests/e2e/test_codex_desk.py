@@ -300,3 +300,62 @@ def test_gh_run_view_log_is_served_from_the_ci_log_cache(
     assert "fetched and kept" in first and "from the cache" in second
     notes = [e.get("detail", "") for e in office.log(DESK)]
     assert sum("through the CI-log cache" in n for n in notes) == 2, notes
+
+
+def patch(path: str, old: str, new: str) -> str:
+    """A shell call Codex runs as its apply_patch (how the gpt-5.1-codex family edits)."""
+    return (
+        f"apply_patch <<'EOF'\n*** Begin Patch\n*** Update File: {path}\n@@\n-{old}\n+{new}\n"
+        "*** End Patch\nEOF"
+    )
+
+
+def test_an_edit_of_a_leased_file_is_refused_with_the_holder_the_model_reads(
+    office_with: Callable[..., ClaudeOffice], short_tmp: Path
+) -> None:
+    target = short_tmp / "project" / "src" / "parser.py"
+    denied, appended = (
+        shell(patch("src/parser.py", "x = 1", "x = 2")),
+        shell("echo y >> src/parser.py"),
+    )
+    office = office_with(
+        [
+            turn(input_says("edit the parser"), denied, appended),
+            turn(has_call_output(), "Leased by someone else."),
+            turn(input_says("try again"), shell(patch("src/parser.py", "x = 1", "x = 2"))),
+            turn(has_call_output(), "Edited."),
+        ],
+        # Pam holds the lease: a desk with no CLI, which the person acts for.
+        options='worktree = false\n\n[[agents]]\nid = "pam"\nname = "Pam"\nprovider = "shell"\n'
+        "send_only = true\n",
+    )
+    target.parent.mkdir(parents=True)
+    target.write_text("x = 1\n")
+    for args in (("add", "."), ("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "s")):
+        subprocess.run(["git", *args], cwd=office.project, check=True, capture_output=True)
+    model = model_of(office)
+    with serving_codex(office, short_tmp / "serve.log"):
+        taken = office.run(
+            "hive", "lease", str(target), "--reason", "new grammar", "--ttl", "10m", agent="pam"
+        )
+        assert "leased src/parser.py in" in taken.stdout
+        type_into(office, "edit the parser")
+        outputs = call_outputs(model.wait_for(lambda r: r.turn == 1, 90).body)
+        assert target.read_text() == "x = 1\n"
+        # The holder renews it to one second; once it lapsed, the same patch goes through.
+        office.run("hive", "lease", str(target), "--ttl", "1s", agent="pam")
+        wait_for(
+            lambda: not json.loads(office.run("hive", "lease", "list", "--json").stdout)["leases"],
+            "the lease to lapse",
+        )
+        type_into(office, "try again")
+        allowed = call_outputs(model.wait_for(lambda r: r.turn == 3, 90).body)
+        assert "Success. Updated the following files" in allowed[0], allowed
+        assert target.read_text() == "x = 2\n"
+    patched, echoed = outputs
+    for output in (patched, echoed):
+        assert "src/parser.py in" in output and "is leased by pam until" in output, output
+        assert "(new grammar)" in output
+    assert "Your shell command would write where you must not" in echoed
+    denials = [e["detail"] for e in office.log(DESK) if "denied" in e["detail"]]
+    assert sum("denied Edit" in d for d in denials) == 1, denials
