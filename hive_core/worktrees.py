@@ -889,6 +889,86 @@ def apply_merge(plan: MergePlan) -> str:
     return f"merged {record.branch} ({count}, {files}) into {base} {where}."
 
 
+def render_stat(stats: list[FileStat]) -> str:
+    if not stats:
+        return "no changes."
+    width = min(max(len(s.path) for s in stats), 60)
+    lines = []
+    for s in stats:
+        counts = "binary" if s.binary else f"+{s.added} -{s.deleted}"
+        new = " (untracked)" if s.untracked else ""
+        lines.append(f" {s.path:<{width}} | {counts}{new}")
+    added = sum(s.added for s in stats)
+    deleted = sum(s.deleted for s in stats)
+    files = f"{len(stats)} file{'s' if len(stats) != 1 else ''}"
+    lines.append(f" {files} changed, +{added} -{deleted}")
+    return "\n".join(lines)
+
+
+def render_plan(plan: MergePlan) -> str:
+    record = plan.record
+    commits = f"{plan.ahead} commit{'s' if plan.ahead != 1 else ''}"
+    lines = [f"{record.branch} -> {record.base_branch} ({commits}):", render_stat(plan.files)]
+    if plan.uncommitted:
+        lines.append(_uncommitted(plan))
+    return "\n".join(lines)
+
+
+def _uncommitted(plan: MergePlan) -> str:
+    left = plan.uncommitted
+    shown = ", ".join(left[:5]) + (f" and {len(left) - 5} more" if len(left) > 5 else "")
+    return (
+        f"Not merged: {len(left)} uncommitted file{'s' if len(left) != 1 else ''} in "
+        f"{plan.run.where(plan.record.path)} ({shown}); commit them there to include them."
+    )
+
+
+def conflict_text(plan: MergePlan) -> str:
+    record = plan.record
+    files = "\n".join(f"  {p}" for p in plan.check.conflicts)
+    return (
+        f"{record.branch} does not merge cleanly into {record.base_branch}; nothing was "
+        f"changed. Conflicting files:\n{files}\n"
+        f"Have {record.agent} merge {record.base_branch} into its branch and resolve "
+        "them, then merge again."
+    )
+
+
+def run_merge(
+    plan: MergePlan,
+    *,
+    ask: Callable[[str], bool],
+    echo: Callable[[str], None],
+    tell_manager: Callable[[str, str], None] | None,
+    dry_run: bool = False,
+) -> int:
+    """A merge as the person or the manager runs it (`hive-office merge`, `hive merge`,
+    the app's Diff screen): a conflict told (and mailed to the manager by
+    `tell_manager`), nothing to merge said, else the plan shown, `ask`ed, applied; the
+    exit code."""
+    record = plan.record
+    if not plan.check.clean:
+        text = conflict_text(plan)
+        echo(text)
+        if tell_manager is not None:
+            tell_manager(f"{record.agent}'s branch conflicts with {record.base_branch}", text)
+        return 1
+    if plan.ahead == 0:
+        echo(f"nothing to merge: {record.branch} has no commit {record.base_branch} lacks.")
+        if plan.uncommitted:
+            echo(_uncommitted(plan))
+        return 0
+    echo(render_plan(plan))
+    if dry_run:
+        echo("dry run: nothing merged.")
+        return 0
+    if not ask(f"Merge into {record.base_branch}?"):
+        echo("not merged.")
+        return 1
+    echo(apply_merge(plan))
+    return 0
+
+
 # --- removing ---------------------------------------------------------------------------
 
 

@@ -1,5 +1,6 @@
 """The worktree verbs: `hive-office diff|merge|worktree remove` for the person, and
-`hive merge` for the manager. The git work is hive_core/worktrees.py."""
+`hive merge` for the manager. The git work, and the merge's course both these and the
+app's Diff screen follow (run_merge), are hive_core/worktrees.py."""
 
 from __future__ import annotations
 
@@ -16,16 +17,15 @@ from hive_core.config import ConfigError, load_office
 from hive_core.paths import HivePaths, resolve_home
 from hive_core.schema import HUMAN, Draft, OfficeConfig
 from hive_core.text import shown
-from hive_core.worktree_plan import FileStat
 from hive_core.worktrees import (
-    MergePlan,
     WorktreeError,
-    apply_merge,
     changed_files,
     patch,
     plan_merge,
     record_for,
     remove,
+    render_stat,
+    run_merge,
     runner,
 )
 
@@ -56,83 +56,6 @@ def _office(home: str | None, person_only: str | None = None) -> tuple[HivePaths
         except CallerError as e:
             _fail(str(e))
     return paths, config
-
-
-def render_stat(stats: list[FileStat]) -> str:
-    if not stats:
-        return "no changes."
-    width = min(max(len(s.path) for s in stats), 60)
-    lines = []
-    for s in stats:
-        counts = "binary" if s.binary else f"+{s.added} -{s.deleted}"
-        new = " (untracked)" if s.untracked else ""
-        lines.append(f" {s.path:<{width}} | {counts}{new}")
-    added = sum(s.added for s in stats)
-    deleted = sum(s.deleted for s in stats)
-    files = f"{len(stats)} file{'s' if len(stats) != 1 else ''}"
-    lines.append(f" {files} changed, +{added} -{deleted}")
-    return "\n".join(lines)
-
-
-def render_plan(plan: MergePlan) -> str:
-    record = plan.record
-    commits = f"{plan.ahead} commit{'s' if plan.ahead != 1 else ''}"
-    lines = [f"{record.branch} -> {record.base_branch} ({commits}):", render_stat(plan.files)]
-    if plan.uncommitted:
-        lines.append(_uncommitted(plan))
-    return "\n".join(lines)
-
-
-def _uncommitted(plan: MergePlan) -> str:
-    left = plan.uncommitted
-    shown = ", ".join(left[:5]) + (f" and {len(left) - 5} more" if len(left) > 5 else "")
-    return (
-        f"Not merged: {len(left)} uncommitted file{'s' if len(left) != 1 else ''} in "
-        f"{plan.run.where(plan.record.path)} ({shown}); commit them there to include them."
-    )
-
-
-def conflict_text(plan: MergePlan) -> str:
-    record = plan.record
-    files = "\n".join(f"  {p}" for p in plan.check.conflicts)
-    return (
-        f"{record.branch} does not merge cleanly into {record.base_branch}; nothing was "
-        f"changed. Conflicting files:\n{files}\n"
-        f"Have {record.agent} merge {record.base_branch} into its branch and resolve "
-        "them, then merge again."
-    )
-
-
-def run_merge(
-    plan: MergePlan,
-    *,
-    ask: Callable[[str], bool],
-    echo: Callable[[str], None],
-    tell_manager: Callable[[str, str], None] | None,
-    dry_run: bool = False,
-) -> int:
-    """The merge verbs' shared course; the exit code."""
-    record = plan.record
-    if not plan.check.clean:
-        text = conflict_text(plan)
-        echo(text)
-        if tell_manager is not None:
-            tell_manager(f"{record.agent}'s branch conflicts with {record.base_branch}", text)
-        return 1
-    if plan.ahead == 0:
-        echo(f"nothing to merge: {record.branch} has no commit {record.base_branch} lacks.")
-        if plan.uncommitted:
-            echo(_uncommitted(plan))
-        return 0
-    echo(render_plan(plan))
-    if dry_run:
-        echo("dry run: nothing merged.")
-        return 0
-    if not ask(f"Merge into {record.base_branch}?"):
-        echo("not merged.")
-        return 1
-    echo(apply_merge(plan))
-    return 0
 
 
 def _mail_manager(paths: HivePaths, config: OfficeConfig) -> Callable[[str, str], None]:
