@@ -38,8 +38,7 @@ from hive_core.cost import label
 from hive_core.health import Problem
 from hive_core.hint import office_command
 from hive_core.mail import DraftRefused, send
-from hive_core.memory import Hit, open_store
-from hive_core.memory.store import Mode, SearchScope
+from hive_core.memory import Hit, Mode, SearchScope, open_store
 from hive_core.office import Office
 from hive_core.render import why_text
 from hive_core.schema import HUMAN, ControlRequest, Draft, Message

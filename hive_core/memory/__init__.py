@@ -1,6 +1,8 @@
 """Memory search: an index of the hive that agents and the person search within scope.
 
-The public API (everything else in this package is internal):
+The public API is what this module exports (`__all__`); every submodule (store, write,
+sources, embed, entry, fold, keeper, retention, tidy) is private to the package, and
+the app and remote desks may not import one (tests/unit/test_import_contracts.py):
 
     from hive_core.memory import open_store, note, promote, entries_for
 
@@ -10,8 +12,10 @@ The public API (everything else in this package is internal):
         # -> list[Hit]; Hit.id, Hit.score (higher is better), Hit.entry (an Entry)
         # scope: "own" (the caller's private notes, memory.md, archive), "office" (board,
         # tasks, triage, promoted knowledge, messages the caller sent or received), "all".
-        # mode="keyword" (default), "semantic" or "hybrid"; the last two raise
-        # SemanticUnavailable without the `semantic` extra. For the person (human),
+        # mode="keyword" (default), "semantic" or "hybrid" (Mode); the last two raise
+        # SemanticUnavailable without the `semantic` extra (semantic_missing() names the
+        # modules that are not there, SEMANTIC_HINT says how to install them; neither
+        # loads the model). scope is a SearchScope. For the person (human),
         # "all" is every scope: agents' private memory too, each hit's owner says whose.
         store.search("", caller="jim", filters=Filters(tags=("task:t-1",), source="task"))
         # exact filters (tags, source, external_id) inside the query; with no text they
@@ -35,6 +39,8 @@ The public API (everything else in this package is internal):
     forget(paths, entry_id, by, store=None)   # drop the entry from its hive file; private
     edit(paths, entry_id, by, text, store=None)  # memory by its owner only, office knowledge
                                               # by the manager or the person (NotAllowed)
+    changeable(paths, store, entry_id, by)    # the Entry `by` may forget or edit (NotFound,
+                                              # NotAllowed): checked before an editor opens
     chunks(markdown)                          # how a memory file splits into entries
 
 `store` arguments are optional: pass an open store to reuse it, or one is opened and
@@ -48,7 +54,9 @@ office's authentication, never from an argument an agent picks in the CLI); they
 not stop a hostile process of the same user, which can read memory.db or the hive.
 """
 
+from hive_core.memory.embed import INSTALL_HINT as SEMANTIC_HINT
 from hive_core.memory.embed import SemanticUnavailable
+from hive_core.memory.embed import missing as semantic_missing
 from hive_core.memory.sources import chunks, entries_for
 from hive_core.memory.store import (
     CallerRefused,
@@ -58,13 +66,16 @@ from hive_core.memory.store import (
     Hit,
     MemoryStore,
     MemoryStoreError,
+    Mode,
     NotAllowed,
     NotFound,
+    SearchScope,
     open_store,
 )
-from hive_core.memory.write import edit, forget, note, promote
+from hive_core.memory.write import changeable, edit, forget, note, promote
 
 __all__ = [
+    "SEMANTIC_HINT",
     "CallerRefused",
     "Changes",
     "Entry",
@@ -72,9 +83,12 @@ __all__ = [
     "Hit",
     "MemoryStore",
     "MemoryStoreError",
+    "Mode",
     "NotAllowed",
     "NotFound",
+    "SearchScope",
     "SemanticUnavailable",
+    "changeable",
     "chunks",
     "edit",
     "entries_for",
@@ -82,4 +96,5 @@ __all__ = [
     "note",
     "open_store",
     "promote",
+    "semantic_missing",
 ]

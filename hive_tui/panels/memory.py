@@ -30,9 +30,17 @@ from textual.widget import Widget
 from textual.widgets import Input, OptionList, Select, Static
 from textual.widgets.option_list import Option
 
-from hive_core.memory import Hit, edit, embed, forget, open_store
-from hive_core.memory.store import Mode, SearchScope
-from hive_core.memory.write import changeable
+from hive_core.memory import (
+    SEMANTIC_HINT,
+    Hit,
+    Mode,
+    SearchScope,
+    changeable,
+    edit,
+    forget,
+    open_store,
+    semantic_missing,
+)
 from hive_core.paths import HivePaths
 from hive_core.schema import HUMAN
 from hive_core.text import shown as clean
@@ -102,7 +110,7 @@ class MemoryPanel(Vertical):
         self._hits: list[Hit] = []
         self._query = ""
         # The mode switch only where semantic search can run (the extra is installed).
-        self._semantic = not embed.missing() if semantic is None else semantic
+        self._semantic = not semantic_missing() if semantic is None else semantic
 
     def compose(self) -> ComposeResult:
         yield Input(placeholder="search memory (enter)", id="memory-query")
@@ -118,7 +126,7 @@ class MemoryPanel(Vertical):
             yield Static("", id="memory-text")
 
     def _covers(self, scope: SearchScope) -> str:
-        hint = "" if self._semantic else f" Semantic search: {escape(embed.INSTALL_HINT)}."
+        hint = "" if self._semantic else f" Semantic search: {escape(SEMANTIC_HINT)}."
         return COVERS[scope] + hint
 
     def focus_target(self) -> Widget:
