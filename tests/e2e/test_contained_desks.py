@@ -29,6 +29,7 @@ from hive_core.office import daemon
 from hive_core.paths import HivePaths
 from tests.claude_office import CLAUDE, make_claude_office, serving
 from tests.support import short_dir, wait_for
+from tests.tmux_support import Tmux, row_text, tmux_env
 
 BIN = Path(sys.executable).parent
 SHELL = 'provider = "shell"\ncommand = ["bash", "--norc", "--noprofile", "-i"]\n'
@@ -320,3 +321,64 @@ def test_a_contained_claude_desk_starts_its_hooks_reach_the_office_and_its_tools
         # reached the office and was answered.
         hooked = [e["detail"] for e in office.log("jim") if "Bash: " in e.get("detail", "")]
         assert len(hooked) >= len(calls), hooked
+
+
+# --- on screen ---------------------------------------------------------------------------
+
+
+def test_the_screen_marks_the_uncontained_desk_and_why_says_why(short_tmp: Path) -> None:
+    """The app in a real tmux, an office of two shell desks: Alpha works in a folder of
+    its own (contained), Beta in the folder that holds the office's home (it cannot be
+    contained). Beta's map label carries `○` and its pane title says `uncontained`;
+    Alpha's do not; `hive-office why` says why."""
+    env = tmux_env(short_tmp)
+    env["PATH"] = f"{BIN}:{env['PATH']}"
+    tmux = Tmux(short_tmp, env)
+    home = short_tmp / "office"
+    home.mkdir()
+    work = short_tmp / "work"
+    work.mkdir()
+    desks = (("a0", "Alpha", work), ("a1", "Beta", short_tmp))
+    (home / "office.toml").write_text(
+        '[office]\nmanager = "a0"\n'
+        + "".join(
+            f'\n[[agents]]\nid = "{a}"\nname = "{name}"\nprovider = "shell"\ncwd = "{cwd}"\n'
+            'command = ["bash", "--norc", "--noprofile", "-i"]\n'
+            for a, name, cwd in desks
+        )
+    )
+    init_office(HivePaths(home))
+    app = [str(BIN / "hive-office"), "--home", str(home)]
+    tmux("new-session", "-d", "-s", "office", "-x", "160", "-y", "48", *app)
+    try:
+
+        def screen() -> list[str]:
+            return [row_text(r) for r in tmux.capture("office")]
+
+        def title(name: str) -> str | None:
+            return next((r for r in screen() if f" 2 {name} " in r or f" 1 {name} " in r), None)
+
+        # Beta's pane: focused with the prefix key and its number, as a person would.
+        wait_for(lambda: title("Alpha"), "Alpha's pane")
+        tmux.keys("office", "C-]", "2")
+        beta = wait_for(lambda: (t := title("Beta")) and "running" in t and t, "Beta's pane")
+        assert "uncontained" in beta, beta
+        rows = wait_for(
+            lambda: (s := screen()) and any("Beta ○" in r for r in s) and s, "Beta's mark"
+        )
+        assert not any("Alpha ○" in r for r in rows), "\n".join(rows)
+        tmux.keys("office", "C-]", "1")
+        alpha = wait_for(lambda: (t := title("Alpha")) and "running" in t and t, "Alpha's pane")
+        assert "uncontained" not in alpha, alpha
+        why = subprocess.run(
+            [str(BIN / "hive-office"), "why", "--home", str(home), "a1"],
+            capture_output=True,
+            text=True,
+            env=env,
+        ).stdout
+        assert f"uncontained: its folder {short_tmp} holds {home}" in why, why
+    finally:
+        subprocess.run(
+            [str(BIN / "hive-office"), "stop", "--home", str(home)], capture_output=True, env=env
+        )
+        tmux.kill()
