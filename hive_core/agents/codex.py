@@ -14,10 +14,11 @@ start (Codex writes its own sessions, logs and login next to them):
   as global guidance, ahead of the project's own AGENTS.md files.
 
 A third file, `auth.json`, only when the desk's environment (the office's and the
-roster's `env`) holds CODEX_API_KEY or OPENAI_API_KEY: the key stored as the login Codex
-stores for one (`{"auth_mode": "apikey", "OPENAI_API_KEY": ...}`, what `codex login
+roster's `env`) holds CODEX_API_KEY or OPENAI_API_KEY, or another codex desk holds an
+API-key login the person entered in its pane: the key stored as the login Codex stores
+for one (`{"auth_mode": "apikey", "OPENAI_API_KEY": ...}`, what `codex login
 --with-api-key` writes), so the TUI opens without its sign-in screen. A login the person
-made in the pane is never replaced (api_key_login).
+made in the pane is never replaced, a ChatGPT login never copied (api_key_login).
 
 Facts from Codex 0.169.0 (scripts/codex-version; its binary run against a generated
 CODEX_HOME in tests/e2e/test_codex_desk.py, and the developers.openai.com pages "Hooks",
@@ -55,8 +56,10 @@ What Codex does not offer:
   every hook's `session_id`); a restart runs `codex resume <id>`, so `ctx.session_id`
   must be the id the office recorded from SessionStart, not one it minted.
 - The login is per CODEX_HOME: an agent uses OPENAI_API_KEY/CODEX_API_KEY from the
-  environment, or a login done once in its pane (kept in its CODEX_HOME). The user's
-  ~/.codex/auth.json is not shared: copies would fight over rotating refresh tokens.
+  environment (stored as its key login), or a login done in its pane (kept in its
+  CODEX_HOME; an API key one is shared with the other desks, see api_key_login). The
+  user's ~/.codex/auth.json is not shared: copies would fight over rotating refresh
+  tokens.
 """
 
 from __future__ import annotations
@@ -159,8 +162,12 @@ class CodexProvider:
         return "Install the Codex CLI with `npm install -g @openai/codex`."
 
     def start_hint(self) -> str:
-        # Its login lives in its own CODEX_HOME, not in ~/.codex.
-        return "Set OPENAI_API_KEY (or CODEX_API_KEY), or log in once in its pane."
+        # Its login lives in its own CODEX_HOME, not in ~/.codex (api_key_login).
+        return (
+            "Set OPENAI_API_KEY (or CODEX_API_KEY) in office.toml (an agent's env), or sign "
+            "in in its pane: an API key entered there is shared with the other codex desks "
+            "at their next start, a ChatGPT sign-in is needed in each desk's own pane."
+        )
 
     def prepare(self, ctx: LaunchContext) -> Launch:
         home = codex_home(ctx.paths, ctx.agent.id)
@@ -171,7 +178,10 @@ class CodexProvider:
         atomic_write(home / "AGENTS.md", ctx.system_prompt.encode(), mode=READ_ONLY_MODE)
         env = office_env(ctx)
         env["CODEX_HOME"] = str(home)
-        login = api_key_login(env, _read_auth(home / AUTH_FILE))
+        others = sorted(p for p in home.parent.iterdir() if p != home)
+        login = api_key_login(
+            env, _read_auth(home / AUTH_FILE), [_read_auth(p / AUTH_FILE) for p in others]
+        )
         if login is not None:
             atomic_write(home / AUTH_FILE, login, mode=0o600)
         argv = program_argv(ctx.agent, self.executable(ctx.agent), env)
@@ -274,18 +284,29 @@ class _StoredLogin(msgspec.Struct, omit_defaults=True):
     OPENAI_API_KEY: str | None = None
 
 
-def api_key_login(env: Mapping[str, str], stored: bytes | None) -> bytes | None:
+def api_key_login(
+    env: Mapping[str, str], stored: bytes | None, others: Sequence[bytes | None] = ()
+) -> bytes | None:
     """The auth.json to write so Codex starts without its sign-in screen, or None to
-    leave the file as it is.
+    leave the file as it is. `stored`: this desk's auth.json; `others`: those of the
+    office's other codex desks.
 
     Codex 0.169's TUI asks how to sign in whenever its CODEX_HOME holds no login, even
     with OPENAI_API_KEY or CODEX_API_KEY set; the login it then stores for a key is
     this file. So a key in the desk's environment is stored as that login, as the
-    person would by answering. A login the person made in the pane (ChatGPT, or a
-    file the office cannot read) is never replaced; a key login is kept current."""
+    person would by answering. Without one, a desk with no login of its own takes the
+    API-key login the person made in another codex desk's pane: a key does not change,
+    so copies are safe. A ChatGPT login is never copied (each copy would refresh and
+    rotate the same token, logging the others out): each desk signs in in its own pane.
+    A login the person made (ChatGPT, or a file the office cannot read) is never
+    replaced; a key login is kept current."""
     key = next((env[k] for k in API_KEY_VARS if env.get(k)), None)
     if key is None:
-        return None
+        if stored is not None:
+            return None
+        key = next(filter(None, map(_stored_key, others)), None)
+        if key is None:
+            return None
     if stored is not None:
         try:
             found = msgspec.json.decode(stored, type=_StoredLogin)
@@ -296,6 +317,17 @@ def api_key_login(env: Mapping[str, str], stored: bytes | None) -> bytes | None:
     return msgspec.json.format(
         msgspec.json.encode(_StoredLogin(auth_mode="apikey", OPENAI_API_KEY=key))
     )
+
+
+def _stored_key(stored: bytes | None) -> str | None:
+    """The key of an API-key login, if `stored` is one."""
+    if not stored:
+        return None
+    try:
+        found = msgspec.json.decode(stored, type=_StoredLogin)
+    except msgspec.DecodeError:
+        return None
+    return found.OPENAI_API_KEY if found.auth_mode == "apikey" else None
 
 
 def _read_auth(path: Path) -> bytes | None:

@@ -146,3 +146,19 @@ def test_a_shell_call_codex_runs_as_apply_patch_is_an_edit_of_every_file_it_name
     # Any other shell call stays a shell call, checked as one.
     other = provider.canonical(pre_tool("echo apply_patch > notes.txt"))
     assert other is not None and other.tool_name == "Bash" and "file_path" not in other.tool_input
+
+
+def test_a_key_signed_in_at_one_desk_is_shared_and_a_chatgpt_login_is_not(tmp_path: Path) -> None:
+    paths = HivePaths(tmp_path / "home")
+    pam = codex_home(paths, "pam")
+    pam.mkdir(parents=True)
+    # What Codex writes when the person enters a key in pam's pane.
+    (pam / AUTH_FILE).write_text('{"auth_mode": "apikey", "OPENAI_API_KEY": "sk-typed"}')
+    CodexProvider().prepare(ctx_for(tmp_path, {}))
+    assert stored(tmp_path) == {"auth_mode": "apikey", "OPENAI_API_KEY": "sk-typed"}
+    # A ChatGPT login elsewhere is never copied: its refresh token rotates.
+    chatgpt = b'{"auth_mode": "chatgpt", "tokens": {"refresh_token": "r"}}'
+    assert api_key_login({}, None, [chatgpt, None, b"junk"]) is None
+    # A desk's own login stands: nothing shared over it.
+    own = b'{"auth_mode": "chatgpt"}'
+    assert api_key_login({}, own, [(pam / AUTH_FILE).read_bytes()]) is None
