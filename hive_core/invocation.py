@@ -42,6 +42,12 @@ class Invocation(NamedTuple):
     kicks: list[str]
 
 
+# Set by the office in a verb it runs for a remote desk (office/verbs.py and
+# remote/relay.py set it, cli/common.py reads it): the desk's cwd on its host. The verb
+# runs on the office's machine as the desk, so nothing on its command line may name this
+# machine's files.
+RELAYED_ENV = "HIVE_REMOTE_CWD"
+
 _current: ContextVar[Invocation | None] = ContextVar("hive_invocation", default=None)
 
 

@@ -23,6 +23,7 @@ from hive_core import invocation, mail
 from hive_core.caller import BadClaim, Caller, CallerError, identify, proven
 from hive_core.config import ConfigError, load_office
 from hive_core.hint import office_command
+from hive_core.invocation import RELAYED_ENV as RELAYED_ENV
 from hive_core.paths import HivePaths, resolve_home
 from hive_core.schema import BODY_MAX, Draft
 
@@ -39,10 +40,6 @@ _HOME_KEY = "hive.home"
 
 F = TypeVar("F", bound=Callable[..., object])
 
-# Set by the office in a verb it runs for a remote desk (hive_core/remote/relay.py, which
-# names it too): the desk's cwd on its host. This process runs on the office's machine
-# as the desk, so nothing on its command line may name this machine's files.
-RELAYED_ENV = "HIVE_REMOTE_CWD"
 
 
 def relayed() -> bool:

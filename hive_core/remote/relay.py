@@ -28,6 +28,7 @@ from pathlib import Path
 from hive_client.client import (
     FRAME_MAX,
     HEADER_SIZE,
+    REFUSED,
     STDERR,
     STDIN,
     STDOUT,
@@ -36,7 +37,7 @@ from hive_client.client import (
     frame,
     header,
 )
-from hive_core.cli.common import REFUSED, RELAYED_ENV
+from hive_core.invocation import RELAYED_ENV
 from hive_core.schema import ControlRequest
 
 # Which of the remote `hive`'s stdin, stdout, stderr were terminals ("stdin,stdout").
