@@ -1,0 +1,115 @@
+"""The layering the code keeps (issue 25): the command line and the app are adapters
+over the office's domain, so neither reaches into the other, and memory is used through
+its package's API.
+
+- The app (hive_tui) imports nothing of hive_core.cli: a verb's logic lives in its domain
+  module (tasks.retry_as, worktrees.run_merge, render's views), which both use. The one
+  exception is hive_tui/main.py, the `hive-office` program itself: it is the command
+  line (its click group is the core's with the app's own verbs), and the app's modules
+  are imported by it, never the other way.
+- Remote desks (hive_core/remote) import nothing of hive_core.cli: a desk's verb runs in
+  the office, not through the command line's modules.
+- Neither imports a private memory module: hive_core.memory's package API (its
+  docstring) is what the rest of the program uses; hive_core.memory.<anything> is its
+  own.
+
+Read from the source's syntax tree (every import, at any depth, including those inside
+functions and under TYPE_CHECKING), so a lazy import cannot slip past.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# What the program lets itself import, by the package that imports.
+CHECKED = ("hive_tui", "hive_core/remote")
+FORBIDDEN = ("hive_core.cli",)
+PRIVATE_MEMORY = "hive_core.memory."
+EXEMPT = {"hive_tui/main.py": ("hive_core.cli",)}
+
+
+def _module(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imported(tree: ast.AST, module: str, is_package: bool) -> list[tuple[int, str]]:
+    """Every module an import statement in `tree` names, relative ones resolved against
+    `module`; `from X import a` names X, or X.a when that is a module of this program."""
+    names: list[tuple[int, str]] = []
+    package = module if is_package else module.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.extend((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join([*anchor, base] if base else anchor)
+            names.append((node.lineno, base))
+            names.extend(
+                (node.lineno, f"{base}.{alias.name}")
+                for alias in node.names
+                if _is_module(f"{base}.{alias.name}")
+            )
+    return names
+
+
+def _is_module(name: str) -> bool:
+    path = ROOT.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def violations(root: Path = ROOT) -> list[str]:
+    found = []
+    for top in CHECKED:
+        for path in sorted((root / top).rglob("*.py")):
+            rel = path.relative_to(root).as_posix()
+            exempt = EXEMPT.get(rel, ())
+            module = ".".join(Path(rel).with_suffix("").parts)
+            tree = ast.parse(path.read_text(), rel)
+            for line, name in _imported(tree, module, path.name == "__init__.py"):
+                if any(
+                    (name == f or name.startswith(f + ".")) and f not in exempt for f in FORBIDDEN
+                ):
+                    found.append(f"{rel}:{line} imports {name} (the command line)")
+                elif name.startswith(PRIVATE_MEMORY):
+                    found.append(
+                        f"{rel}:{line} imports {name} (memory's own; use hive_core.memory)"
+                    )
+    return sorted(set(found))
+
+
+def test_the_app_and_remote_desks_import_no_command_line_and_no_private_memory_module() -> None:
+    assert violations() == []
+
+
+def test_the_contract_sees_each_kind_of_import_it_forbids(tmp_path: Path) -> None:
+    """The walk finds a plain, a from, a relative and a lazy (in-function) import of a
+    forbidden module, and lets the public memory API and the exempt file through."""
+    app = tmp_path / "hive_tui"
+    (app / "panels").mkdir(parents=True)
+    (tmp_path / "hive_core" / "remote").mkdir(parents=True)
+    (app / "panels" / "a.py").write_text(
+        "import hive_core.cli.render\n"
+        "from hive_core.memory import open_store, Mode\n"
+        "def f():\n"
+        "    from hive_core.memory.store import Mode\n"
+    )
+    (app / "main.py").write_text("from hive_core.cli.office import cli\n")
+    (tmp_path / "hive_core" / "remote" / "r.py").write_text(
+        "from ..cli import common\nfrom hive_core import memory\nfrom hive_core import cli\n"
+    )
+    assert violations(tmp_path) == [
+        "hive_core/remote/r.py:1 imports hive_core.cli (the command line)",
+        "hive_core/remote/r.py:1 imports hive_core.cli.common (the command line)",
+        "hive_core/remote/r.py:3 imports hive_core.cli (the command line)",
+        "hive_tui/panels/a.py:1 imports hive_core.cli.render (the command line)",
+        "hive_tui/panels/a.py:4 imports hive_core.memory.store (memory's own; use hive_core.memory)",
+    ]
