@@ -178,6 +178,25 @@ SHARED_CACHES = (".cache", ".npm")
 CONFIG_ENV = ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME")
 
 
+def cli_problem(provider: str, env: Mapping[str, str]) -> str | None:
+    """Why this CLI cannot work contained (None: it can). Claude Code without
+    CLAUDE_CONFIG_DIR keeps its settings (the login's onboarding, each folder's trust
+    answer) in ~/.claude.json and saves them by a rename in the home folder, which a
+    contained desk may not write: the saves would fail unseen, and the desks waiting for
+    the first desk's trust answer would wait for ever (agents/login.py). A config dir
+    holding `.config.json` is where it keeps them instead."""
+    if provider != "claude" or env.get("CLAUDE_CONFIG_DIR"):
+        return None
+    home = env.get("HOME") or os.path.expanduser("~")
+    if os.path.exists(os.path.join(home, ".claude", ".config.json")):
+        return None
+    return (
+        "Claude Code saves ~/.claude.json by a rename in your home folder, which a "
+        "contained desk may not write; give the desk CLAUDE_CONFIG_DIR (its env in "
+        "office.toml) to contain it"
+    )
+
+
 def _real(path: str | os.PathLike[str]) -> str:
     return os.path.realpath(os.path.expanduser(path))
 

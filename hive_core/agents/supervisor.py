@@ -337,7 +337,7 @@ class Supervisor:
             return None, f"it runs on {spec.host}: the office contains only this machine's desks"
         if not self.config.office.contain:
             return None, "office.toml says contain = false"
-        why = contain.unavailable(contain.abi())
+        why = contain.unavailable(contain.abi()) or contain.cli_problem(spec.provider, launch.env)
         if why is not None:
             return None, why
         try:

@@ -184,3 +184,17 @@ def test_desk_folders_from_a_real_layout_and_worktree(tmp_path: Path) -> None:
     assert real(repo) in folders.protected
     assert real(inside) not in folders.protected
     assert plan(folders, contain.listings(contain.to_list(folders.hidden))).refused is None
+
+
+def test_claude_is_contained_only_where_it_can_save_its_settings(tmp_path: Path) -> None:
+    """Claude Code replaces ~/.claude.json by a rename in $HOME, which no contained desk
+    may write: such a desk runs uncontained and is told how to contain it."""
+    home = tmp_path / "user"
+    (home / ".claude").mkdir(parents=True)
+    problem = contain.cli_problem("claude", {"HOME": str(home)})
+    assert problem is not None and "CLAUDE_CONFIG_DIR" in problem
+    assert contain.cli_problem("claude", {"HOME": str(home), "CLAUDE_CONFIG_DIR": "/c"}) is None
+    assert contain.cli_problem("shell", {"HOME": str(home)}) is None
+    # A config dir with .config.json is where Claude Code keeps its settings instead.
+    (home / ".claude" / ".config.json").write_text("{}")
+    assert contain.cli_problem("claude", {"HOME": str(home)}) is None
