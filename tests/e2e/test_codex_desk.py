@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from hive_core.agents.codex import START_PROMPT
 from hive_core.demo.scripted_model import RecordedRequest, Turn, turn
 from hive_core.demo.scripted_model.responses import (
     CACHED_TOKENS,
@@ -43,6 +44,7 @@ from tests.codex_office import (
 )
 from tests.e2e.test_ci_logs import REPO, FakeGh
 from tests.support import wait_for
+from tests.tmux_support import Tmux, row_text, tmux_env
 
 pytestmark = [
     pytest.mark.integration,
@@ -118,6 +120,34 @@ def test_a_key_starts_the_desk_straight_into_a_session_seen_on_the_map_and_in_wh
         assert "Your inbox is empty." in all_texts(first) and "Dwight" in all_texts(first)
     home = office.home / "agent-settings" / "codex" / DESK
     assert json.loads((home / "auth.json").read_text())["auth_mode"] == "apikey"
+
+
+def test_the_floor_shows_the_desk_idle_at_codexs_own_prompt_with_no_sign_in(
+    office_with: Callable[..., ClaudeOffice], short_tmp: Path
+) -> None:
+    office = office_with([])
+    tmux = Tmux(short_tmp, {**tmux_env(short_tmp), "PATH": office.env["PATH"]})
+    try:
+        with serving_codex(office, short_tmp / "serve.log"):
+            attach = f"hive-office attach --home {office.home}"
+            tmux("new-session", "-d", "-s", "floor", "-x", "160", "-y", "48", attach)
+            wait_for(lambda: "ctrl+] then" in screen(tmux), "the floor", 60)
+            tmux.keys("floor", "C-]")
+            tmux.keys("floor", "2")  # Dwight's pane
+
+            def idle_pane() -> str | None:
+                text = screen(tmux)
+                return text if "2 Dwight · idle" in text else None
+
+            shown = wait_for(idle_pane, "Dwight's pane titled idle", 60)
+            assert "OpenAI Codex (v0.169.0)" in shown and START_PROMPT in shown, shown
+            assert "Sign in" not in shown and "Choose how you want to use Codex" not in shown
+    finally:
+        tmux.kill()
+
+
+def screen(tmux: Tmux) -> str:
+    return "\n".join(row_text(row) for row in tmux.capture("floor"))
 
 
 def test_mail_arriving_mid_turn_is_drained_at_stop_and_answered_with_hive_reply(
