@@ -47,6 +47,9 @@ whoami as a `hive` process's are. A verb relayed in a process of its own (a remo
 desk's that stays apart, hive_core/remote/relay.py) is the desk's (the relay names it
 to the server, `desks`).
 
+A memory search (cmd "memory") is answered as whoever whoami says the caller is, never
+as the request names (hive_core/office/semantic.py runs it with the model it keeps).
+
 One request a connection, one line each way (but a relayed verb's streams). A request
 longer than REQUEST_MAX, not JSON, or nested past msgspec's guard gets a reply `{"ok":
 false, "error": "refused: ..."}` saying why, and the server goes on with the next
@@ -146,13 +149,15 @@ class ControlServer:
         desk: str | None = None,
         relay: VerbHandler | None = None,
         desks: Callable[[], Mapping[int, str]] = dict,
+        memory: Handler | None = None,
     ) -> None:
         """`agents`: the office's live agent states (read at each request: who runs,
         with which secret); `log`: where the person's acting for a desk is recorded.
         `desk`: the remote desk whose own socket this is (every connection is its);
         `relay`: what runs `hive` verbs (None: refused). `desks`: processes the office
         started as a desk besides its CLI (relayed verbs), by pid, each the leader of
-        its session."""
+        its session. `memory`: what answers a memory search (None: refused), given the
+        request with `agent` set to whoever whoami says the caller is."""
         self.path = path
         self._handle = handle
         self._agents: Mapping[str, AgentState] = agents if agents is not None else {}
@@ -160,6 +165,7 @@ class ControlServer:
         self.desk = desk
         self._relay = relay
         self._desks = desks
+        self._memory = memory
         self._server: asyncio.AbstractServer | None = None
         self._bound: tuple[int, int] | None = None
         # Desks the person has acted for this run: logged once each, not on every call.
@@ -271,6 +277,8 @@ class ControlServer:
                     f"the person acts as {acted_for} (HIVE_AGENT_ID) while it is not running",
                 )
             return reply
+        if req.cmd == "memory":
+            return await self._search(who, req)
         verb = (req.text or "this") if req.cmd == "person" else req.cmd
         refusal = decide_call(who, req.cmd, verb)
         if refusal is not None:
@@ -278,6 +286,18 @@ class ControlServer:
         if req.cmd == "person":
             return ControlReply(ok=True, detail=HUMAN)
         return await self._handle(req)
+
+    async def _search(self, who: Attributed, req: ControlRequest) -> ControlReply:
+        """A memory search runs as whoever whoami says this caller is: the claim in the
+        request is checked as whoami checks it, never taken as the searcher."""
+        if self._memory is None:
+            return refused("this office does not serve memory searches")
+        if who.stray:
+            return refused(STRAY)
+        reply, _acted_for = decide_whoami(who.owner, req, self._agents)
+        if not reply.ok:
+            return reply
+        return await self._memory(msgspec.structs.replace(req, agent=reply.detail))
 
     def who(self, sock: socket.socket | None) -> Attributed | ControlReply:
         """Who is on the other end of `sock`, a connection to one of the office's

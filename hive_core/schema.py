@@ -388,7 +388,23 @@ ControlCommand = Literal[
     # May this process do the person's verb `text` (stop, merge, ...) that runs outside
     # the office? control.decide_call answers, as for every action.
     "person",
+    # A memory search the office runs with the model it keeps loaded, as whoever whoami
+    # says the caller is (`memory`); without one, how that model stands.
+    "memory",
 ]
+
+
+class MemoryQuery(msgspec.Struct, kw_only=True, frozen=True):
+    """A memory search for the office (hive_core/office/semantic.py), checked there as
+    MemoryStore.search checks its arguments."""
+
+    query: str
+    scope: str = "all"
+    mode: str = "semantic"
+    limit: int = 10
+    tags: tuple[str, ...] = ()
+    source: str | None = None
+    external_id: str | None = None
 
 
 class ControlRequest(msgspec.Struct, kw_only=True):
@@ -416,6 +432,8 @@ class ControlRequest(msgspec.Struct, kw_only=True):
     argv: list[str] = []
     cwd: str = ""
     tty: list[bool] = []
+    # memory: the search (None: only how the office's model stands).
+    memory: MemoryQuery | None = None
 
 
 class ControlReply(msgspec.Struct, kw_only=True):
