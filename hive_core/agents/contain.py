@@ -178,6 +178,21 @@ SHARED_CACHES = (".cache", ".npm")
 CONFIG_ENV = ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME")
 
 
+# What a CLI is told when the office contains it: its own sandbox off. Codex's Linux
+# sandbox is bubblewrap, which needs a mount namespace, and Landlock refuses a domain's
+# processes any mount (`unshare -m` fails inside one): every command the model ran would
+# fail. The office's domain is the sandbox instead (docs/containment.md).
+CONTAINED_OPTIONS: Mapping[str, tuple[str, ...]] = {
+    "codex": ("-c", 'sandbox_mode="danger-full-access"'),
+}
+
+
+def contained_argv(provider: str, argv: list[str]) -> list[str]:
+    """The CLI's command line when it runs contained: CONTAINED_OPTIONS right after the
+    program, before anything the roster's `command` adds (which may still override)."""
+    return [argv[0], *CONTAINED_OPTIONS.get(provider, ()), *argv[1:]]
+
+
 def cli_problem(provider: str, env: Mapping[str, str]) -> str | None:
     """Why this CLI cannot work contained (None: it can). Claude Code without
     CLAUDE_CONFIG_DIR keeps its settings (the login's onboarding, each folder's trust

@@ -332,7 +332,8 @@ class Supervisor:
         self, spec: AgentSpec, launch: Launch
     ) -> tuple[tuple[contain.Grant, ...] | None, str | None]:
         """The Landlock grants this desk's CLI runs under (contain.py), or why it runs
-        uncontained. A contained desk's TMPDIR is its own folder (set in launch.env)."""
+        uncontained. A contained desk's TMPDIR is its own folder, and its CLI's own
+        sandbox is off (both set in `launch`)."""
         if spec.host is not None:
             return None, f"it runs on {spec.host}: the office contains only this machine's desks"
         if not self.config.office.contain:
@@ -355,6 +356,7 @@ class Supervisor:
         tmp = self.paths.desk_tmp(spec.id)
         tmp.mkdir(parents=True, exist_ok=True)
         launch.env["TMPDIR"] = str(tmp)
+        launch.argv[:] = contain.contained_argv(spec.provider, launch.argv)
         return plan.grants, None
 
     async def stop_all(self) -> None:

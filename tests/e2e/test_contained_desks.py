@@ -24,10 +24,18 @@ import pytest
 
 from hive_core.agents import contain
 from hive_core.demo.scripted_model import bash, has_tool_result, turn, user_says
+from hive_core.demo.scripted_model.responses import (
+    call_outputs,
+    has_call_output,
+    input_says,
+    shell,
+)
 from hive_core.hive import init_office
 from hive_core.office import daemon
 from hive_core.paths import HivePaths
 from tests.claude_office import CLAUDE, make_claude_office, serving
+from tests.codex_office import CODEX, make_codex_office, model_of, serving_codex
+from tests.codex_office import DESK as CODEX_DESK
 from tests.support import short_dir, wait_for
 from tests.tmux_support import Tmux, row_text, tmux_env
 
@@ -312,8 +320,8 @@ def test_a_contained_claude_desk_starts_its_hooks_reach_the_office_and_its_tools
             if block.get("type") == "tool_result"
         }
         read, write, own = (results[call.id] for call in calls)
-        assert DENIED in read and "4711" not in read, read
-        assert DENIED in write, write
+        assert f"{michael.notes}: {DENIED}" in read and "4711" not in read, read
+        assert f"inbox/forged.json: {DENIED}" in write, write
         assert "jim's own note" in own, own
         assert not (michael.inbox / "forged.json").exists()
         assert (project / "jim.txt").read_text() == "mine\n"
@@ -382,3 +390,52 @@ def test_the_screen_marks_the_uncontained_desk_and_why_says_why(short_tmp: Path)
             [str(BIN / "hive-office"), "stop", "--home", str(home)], capture_output=True, env=env
         )
         tmux.kill()
+
+
+# --- a real codex desk under containment -------------------------------------------------
+
+# What make_codex_office gives the desk's command so Codex runs unsandboxed in a container;
+# taken out below, so the office's own switch (contain.CONTAINED_OPTIONS) is what counts.
+CODEX_SANDBOX_OFF = ', "-c", "sandbox_mode=\\"danger-full-access\\""'
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(CODEX is None, reason="codex CLI not found (run scripts/setup)")
+def test_a_contained_codex_desk_runs_its_commands_inside_the_offices_walls(
+    short_tmp: Path,
+) -> None:
+    """Codex's own sandbox (bubblewrap) cannot start inside a Landlock domain, which
+    refuses mounts: the office turns it off for a contained desk, and its domain holds
+    Codex's commands instead."""
+    home = short_tmp / "home"
+    paths = HivePaths(home)
+    michael = paths.mailbox("michael")
+    project = short_tmp / "project"
+    calls = [
+        shell(f"cat {michael.notes}"),
+        shell(f"D={michael.root}; echo '{{}}' > $D/inbox/forged.json"),
+        shell(f"echo mine > {project}/dwight.txt && echo wrote-ok"),
+    ]
+    office = make_codex_office(
+        short_tmp, [turn(input_says("try the walls"), *calls), turn(has_call_output(), "Noted.")]
+    )
+    try:
+        roster = paths.office_toml.read_text()
+        assert CODEX_SANDBOX_OFF in roster
+        paths.office_toml.write_text(roster.replace(CODEX_SANDBOX_OFF, ""))
+        michael.notes.parent.mkdir(parents=True, exist_ok=True)
+        michael.notes.write_text("michael's private note: 4711\n")
+        with serving_codex(office, short_tmp / "serve.log"):
+            why = office.run("hive-office", "why", "--home", str(home), CODEX_DESK).stdout
+            assert "uncontained" not in why, why
+            office.run("hive-office", "type", "--home", str(home), CODEX_DESK, "try the walls")
+            answered = model_of(office).wait_for(lambda r: r.turn == 1, 90)
+            read, write, own = call_outputs(answered.body)
+            # Each refusal is the kernel's, to the command itself (Codex ran it).
+            assert f"{michael.notes}: {DENIED}" in read and "4711" not in read, read
+            assert f"inbox/forged.json: {DENIED}" in write, write
+            assert "wrote-ok" in own, own
+        assert not (michael.inbox / "forged.json").exists()
+        assert (project / "dwight.txt").read_text() == "mine\n"
+    finally:
+        office.close()
