@@ -1,11 +1,11 @@
 """An office with one real Codex CLI desk pointed at a scripted Responses API on
-127.0.0.1, beside a shell desk as its manager (shared by the codex end-to-end tests and
-the liveness bench).
+127.0.0.1, beside a shell desk as its manager (shared by the codex end-to-end tests; the
+liveness bench configures its codex desk the same way).
 
-The desk is configured as a person would: its key in the roster's `env`, the stand-in's
-address as Codex's own `openai_base_url` setting on its `command`, and a model of the
-gpt-5.1-codex family (whose tools are plain functions a script can call; see
-hive_core/demo/scripted_model/responses.py)."""
+The desk is configured as a person would: its key in the roster's `env`, the stand-in as
+a model provider of Codex's own settings (`-c model_providers...` on its `command`), and
+by default a model of the gpt-5.1-codex family (whose tools are plain functions a script
+can call; see hive_core/demo/scripted_model/responses.py)."""
 
 from __future__ import annotations
 
@@ -36,20 +36,21 @@ def make_codex_office(
     stop_block_cap: int = 3,
     options: str = "",
     office_options: str = "",
+    model: str | None = MODEL,
 ) -> ClaudeOffice:
     """Create (not start) the office. `options`: more TOML lines for the codex desk's
-    roster entry; `office_options`: for [office]."""
+    roster entry; `office_options`: for [office]; `model` None: Codex's default."""
     home, project = root / "home", root / "project"
     project.mkdir(parents=True, exist_ok=True)
     subprocess.run(["git", "init", "-q", str(project)], check=True)
-    model = ScriptedResponses(Scenario(list(turns), fallback="Noted."))
-    model.start()
+    api = ScriptedResponses(Scenario(list(turns), fallback="Noted."))
+    api.start()
     # A provider of the desk's own (Codex's built-in one tries a WebSocket first) that
     # still takes the login Codex stores: the sign-in screen shows unless it has one.
     provider = [
         'model_provider="standin"',
         'model_providers.standin.name="stand-in"',
-        f'model_providers.standin.base_url="{model.base_url}/v1"',
+        f'model_providers.standin.base_url="{api.base_url}/v1"',
         "model_providers.standin.requires_openai_auth=true",
         "model_providers.standin.supports_websockets=false",
         # Codex's bubblewrap sandbox cannot start in an unprivileged container ("bwrap:
@@ -63,7 +64,8 @@ def make_codex_office(
         f'[[agents]]\nid = "{MANAGER}"\nname = "Michael"\nrole = "Manager"\n'
         f'provider = "shell"\ncwd = "{project}"\n'
         f'\n[[agents]]\nid = "{DESK}"\nname = "Dwight"\nrole = "Engineer"\n'
-        f'provider = "codex"\nmodel = "{MODEL}"\ncwd = "{project}"\n'
+        f'provider = "codex"\n{f"model = {json.dumps(model)}" if model else ""}\n'
+        f'cwd = "{project}"\n'
         f'command = ["codex", {command}]\n'
         f'env = {{ OPENAI_API_KEY = "{API_KEY}" }}\n{options}'
     )
@@ -77,7 +79,7 @@ def make_codex_office(
         check=True,
         capture_output=True,
     )
-    return ClaudeOffice(root, home, project, {DESK: model}, env)
+    return ClaudeOffice(root, home, project, {DESK: api}, env)
 
 
 def model_of(office: ClaudeOffice) -> ScriptedResponses:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,10 +23,12 @@ from hive_core.agents.codex import START_PROMPT
 from hive_core.demo.scripted_model import RecordedRequest, Turn, turn
 from hive_core.demo.scripted_model.responses import (
     CACHED_TOKENS,
+    DEFAULT_MODEL,
     INPUT_TOKENS,
     OUTPUT_TOKENS,
     call_output_says,
     call_outputs,
+    code_shell,
     has_call_output,
     input_says,
     last_input_texts,
@@ -132,14 +135,20 @@ def test_the_floor_shows_the_desk_idle_at_codexs_own_prompt_with_no_sign_in(
             attach = f"hive-office attach --home {office.home}"
             tmux("new-session", "-d", "-s", "floor", "-x", "160", "-y", "48", attach)
             wait_for(lambda: "ctrl+] then" in screen(tmux), "the floor", 60)
-            tmux.keys("floor", "C-]")
-            tmux.keys("floor", "2")  # Dwight's pane
+            pressed = [0.0]
 
             def idle_pane() -> str | None:
                 text = screen(tmux)
-                return text if "2 Dwight · idle" in text else None
+                if "2 Dwight · idle" in text and "OpenAI Codex (v0.169.0)" in text:
+                    return text
+                # Dwight's pane; asked again while the app may not take keys yet.
+                if time.monotonic() - pressed[0] > 2:
+                    tmux.keys("floor", "C-]")
+                    tmux.keys("floor", "2")
+                    pressed[0] = time.monotonic()
+                return None
 
-            shown = wait_for(idle_pane, "Dwight's pane titled idle", 60)
+            shown = wait_for(idle_pane, "Dwight's pane titled idle, showing Codex", 60)
             assert "OpenAI Codex (v0.169.0)" in shown and START_PROMPT in shown, shown
             assert "Sign in" not in shown and "Choose how you want to use Codex" not in shown
     finally:
@@ -228,6 +237,33 @@ def test_denied_tools_are_refused_with_the_office_reason_the_model_reads(
         assert "`curl` reaches the network, and you are not a research agent" in curl, curl
         assert "allowed-ok" in allowed  # the allowed path runs
     assert "x" not in (home / "agent-settings" / "codex" / DESK / "config.toml").read_text()[:1]
+
+
+def test_on_codexs_default_model_a_tool_called_from_its_script_meets_the_same_policy(
+    office_with: Callable[..., ClaudeOffice], short_tmp: Path
+) -> None:
+    # gpt-6.1-sol calls tools from JavaScript (its `exec` tool): the hooks still see each
+    # shell command it runs, so the office refuses and the script reads the reason.
+    home = short_tmp / "home"
+    office = office_with(
+        [
+            turn(input_says("try the lock"), code_shell(f"echo x > {home}/agent-settings/a")),
+            turn(has_call_output(), "Noted."),
+            turn(input_says("say hi"), code_shell("echo allowed-ok")),
+            turn(has_call_output(), "Said."),
+        ],
+        model=None,
+    )
+    model = model_of(office)
+    with serving_codex(office, short_tmp / "serve.log"):
+        type_into(office, "try the lock")
+        refused = "\n".join(call_outputs(model.wait_for(lambda r: r.turn == 1, 90).body))
+        type_into(office, "say hi")
+        allowed = "\n".join(call_outputs(model.wait_for(lambda r: r.turn == 3, 90).body))
+    assert model.main_requests[0].body["model"] == DEFAULT_MODEL
+    assert "agent-settings/ (your CLI's settings and hooks) is locked" in refused, refused
+    assert not (home / "agent-settings" / "a").exists()
+    assert "allowed-ok" in allowed, allowed
 
 
 def test_a_restart_resumes_the_same_codex_session(

@@ -49,12 +49,33 @@ MODEL = "gpt-5.1-codex"
 _ids = itertools.count(1)
 
 
+# Codex's default model (gpt-6.1-sol) calls its tools from JavaScript: a freeform
+# `exec` tool (a `custom_tool_call` item whose `input` is the script), in which
+# `await tools.exec_command({cmd})` runs a shell command.
+CODE_TOOL = "exec"
+DEFAULT_MODEL = "gpt-6.1-sol"
+
+
+def code(script: str) -> ToolUse:
+    """A call of Codex's JavaScript `exec` tool (its default model's only way to act)."""
+    return ToolUse(CODE_TOOL, {"input": script})
+
+
+def code_shell(command: str) -> ToolUse:
+    """A shell command run from Codex's `exec` tool, its output returned as text."""
+    cmd = msgspec.json.encode(command).decode()
+    return code(f"const r = await tools.exec_command({{cmd: {cmd}}}); text(JSON.stringify(r));")
+
+
 def shell(command: str) -> ToolUse:
     """A call of Codex's shell tool."""
     return ToolUse(SHELL_TOOL, {"cmd": command, "login": False, "yield_time_ms": 10000})
 
 
 # --- predicates over a Responses request ----------------------------------------------
+
+# What answers a tool call in the input: a function's output, or the `exec` tool's.
+_OUTPUTS = ("function_call_output", "custom_tool_call_output")
 
 
 def _json_schema(request: Request) -> dict[str, Any] | None:
@@ -79,7 +100,7 @@ def _last_user_turn(request: Request) -> list[dict[str, Any]]:
     items = [i for i in request.get("input") or [] if isinstance(i, dict)]
     tail: list[dict[str, Any]] = []
     for item in reversed(items):
-        if item.get("type") in ("function_call", "reasoning") or (
+        if item.get("type") in ("function_call", "custom_tool_call", "reasoning") or (
             item.get("type") == "message" and item.get("role") == "assistant"
         ):
             break
@@ -89,7 +110,7 @@ def _last_user_turn(request: Request) -> list[dict[str, Any]]:
 
 def item_texts(item: dict[str, Any]) -> list[str]:
     """The texts of one input item: a message's text parts, a tool output's text."""
-    if item.get("type") == "function_call_output":
+    if item.get("type") in _OUTPUTS:
         output = item.get("output")
         if isinstance(output, str):
             return [output]
@@ -114,9 +135,7 @@ def input_says(needle: str) -> Predicate:
 
 def has_call_output() -> Predicate:
     """The request answers a function call of the model (the tool ran, or was refused)."""
-    return lambda request: any(
-        item.get("type") == "function_call_output" for item in _last_user_turn(request)
-    )
+    return lambda request: any(item.get("type") in _OUTPUTS for item in _last_user_turn(request))
 
 
 def call_output_says(needle: str) -> Predicate:
@@ -129,7 +148,7 @@ def call_outputs(request: Request) -> list[str]:
     return [
         text
         for item in _last_user_turn(request)
-        if item.get("type") == "function_call_output"
+        if item.get("type") in _OUTPUTS
         for text in item_texts(item)
     ]
 
@@ -211,7 +230,15 @@ class FunctionCallItem(msgspec.Struct, tag_field="type", tag="function_call"):
     status: str = "completed"
 
 
-Item = MessageItem | FunctionCallItem
+class CustomToolCallItem(msgspec.Struct, tag_field="type", tag="custom_tool_call"):
+    id: str
+    call_id: str
+    name: str
+    input: str
+    status: str = "completed"
+
+
+Item = MessageItem | FunctionCallItem | CustomToolCallItem
 
 
 class InputDetails(msgspec.Struct):
@@ -260,7 +287,10 @@ def _items(turn: Turn) -> list[Item]:
     n = next(_ids)
     items: list[Item] = []
     for i, block in enumerate(turn.blocks):
-        if isinstance(block, ToolUse):
+        if isinstance(block, ToolUse) and block.name == CODE_TOOL:
+            script = str(block.input.get("input", ""))
+            items.append(CustomToolCallItem(f"ctc_{n:05d}_{i}", block.id, CODE_TOOL, script))
+        elif isinstance(block, ToolUse):
             name, given = block.name, block.input
             if name == "Bash":  # a Messages-API scenario's shell call: Codex's own
                 name, given = SHELL_TOOL, shell(str(given.get("command", ""))).input
@@ -310,6 +340,13 @@ def stream_events(turn: Turn, request: Request) -> Iterator[dict[str, Any]]:
                 "item_id": item.id,
                 "output_index": index,
                 "arguments": item.arguments,
+            }
+        elif isinstance(item, CustomToolCallItem):
+            started_call = msgspec.structs.replace(item, input="", status="in_progress")
+            yield {
+                "type": "response.output_item.added",
+                "output_index": index,
+                "item": encode(started_call),
             }
         else:
             text = item.content[0].text
