@@ -45,9 +45,12 @@ tests/e2e/test_gemini_desk.py):
   `"type": "gemini"` line with its id, model and the API's usage (`tokens`: input
   including cached, output, cached, thoughts, tool); the line is appended again when
   its usage arrives or a tool call is added to it.
-- Without a key Gemini asks for a sign-in in the pane. A Google login is kept in the
-  system keychain when there is one (every desk of this user then finds it), else in
-  `.gemini/gemini-credentials.json` of that desk's own home (each desk signs in once).
+- Without a key Gemini asks for a sign-in in the pane, and writes the choice to the
+  desk's settings as soon as it is made. A Google login, or an API key typed into the
+  pane, is kept in the system keychain when there is one, else in
+  `.gemini/gemini-credentials.json` of its home: the office links that file of every
+  desk to one shared file, and a desk started after someone signed in takes the same
+  choice (sign_in_elsewhere), so it starts without the question.
 
 What Gemini does not offer:
 - Tools without a Claude Code counterpart (list_directory, read_many_files, MCP tools
@@ -93,10 +96,11 @@ HOME_VAR = "GEMINI_CLI_HOME"
 # Gemini's settings file is small; a bigger one is not the one Gemini wrote.
 SETTINGS_MAX = 1024 * 1024
 NPM_PACKAGE = "@google/gemini-cli"
-# Where Gemini keeps a Google sign-in when there is no system keychain (its FileKeychain,
-# in `.gemini/` of its home), and the auth type that sign-in is.
+# Where Gemini keeps a Google login or a typed API key when there is no system keychain
+# (its FileKeychain, in `.gemini/` of its home), and the auth types of those sign-ins.
 LOGIN_FILE = "gemini-credentials.json"
 GOOGLE_SIGN_IN = "oauth-personal"
+API_KEY_SIGN_IN = "gemini-api-key"
 
 # Gemini's hook events the office listens to, and the office event each one is.
 EVENTS: dict[str, EventName] = {
@@ -168,16 +172,20 @@ def share_login(paths: HivePaths, folder: Path) -> None:
     own.symlink_to(shared)
 
 
-def signed_in_elsewhere(paths: HivePaths, agent_id: str) -> bool:
-    """Whether another gemini desk of the office chose Google sign-in in its pane (the
-    choice Gemini writes to that desk's settings); with the login shared, this desk can
-    take the same choice and skip the question."""
+def sign_in_elsewhere(paths: HivePaths, agent_id: str) -> str | None:
+    """The sign-in another gemini desk of the office chose in its pane (Gemini writes
+    the choice to that desk's settings, the login to the shared file), for this desk to
+    take without asking: Google's (found in the shared file, or in the system keychain,
+    which is this user's for every desk) or an API key typed into the pane (kept in the
+    shared file only). None: nobody signed in that way."""
+    stored = shared_login(paths).is_file()
     for settings in gemini_home(paths, agent_id).parent.glob("*/.gemini/settings.json"):
         if settings.parent.parent.name in (agent_id, ".login"):
             continue
-        if selected_type(read_settings(settings)) == GOOGLE_SIGN_IN:
-            return True
-    return False
+        chosen = selected_type(read_settings(settings))
+        if chosen == GOOGLE_SIGN_IN or (chosen == API_KEY_SIGN_IN and stored):
+            return chosen
+    return None
 
 
 def selected_type(settings: Mapping[str, Any]) -> str | None:
@@ -199,7 +207,7 @@ def auth_type(env: Mapping[str, str]) -> str | None:
     the person's answer from its own screen)."""
     if env.get("GOOGLE_GENAI_USE_VERTEXAI", "").lower() == "true":
         return "vertex-ai"
-    return "gemini-api-key" if env.get("GEMINI_API_KEY") else None
+    return API_KEY_SIGN_IN if env.get("GEMINI_API_KEY") else None
 
 
 def office_settings(
@@ -304,8 +312,7 @@ class GeminiProvider:
         path = folder / "settings.json"
         kept = read_settings(path)
         share_login(ctx.paths, folder)
-        elsewhere = not selected_type(kept) and signed_in_elsewhere(ctx.paths, ctx.agent.id)
-        sign_in = GOOGLE_SIGN_IN if elsewhere else None
+        sign_in = None if selected_type(kept) else sign_in_elsewhere(ctx.paths, ctx.agent.id)
         office = office_settings(ctx.hook_command, env, sign_in)
         settings = merge_settings(with_defaults(kept, DEFAULTS), office)
         atomic_write(path, msgspec.json.format(msgspec.json.encode(settings)))

@@ -164,7 +164,11 @@ class GeminiFloor:
 def make_floor(short_tmp: Path) -> Iterator[Callable[..., GeminiFloor]]:
     floors: list[GeminiFloor] = []
 
-    def make(jim: Sequence[Turn], *, jim_options: str = "", more: str = "") -> GeminiFloor:
+    def make(
+        jim: Sequence[Turn], *, jim_options: str = "", more: str = "", key: bool = True
+    ) -> GeminiFloor:
+        """`more`: roster text after jim's entry; `key`: whether jim's `env` holds
+        GEMINI_API_KEY."""
         # Short paths: the office's sockets live under the home (AF_UNIX paths <= 107 bytes).
         root = short_tmp
         home, project, user_home = root / "home", root / "project", root / "user"
@@ -178,9 +182,10 @@ def make_floor(short_tmp: Path) -> Iterator[Callable[..., GeminiFloor]]:
             f'provider = "shell"\ncwd = "{project}"\n'
             '\n[[agents]]\nid = "jim"\nname = "Jim"\nrole = "Engineer"\n'
             f'provider = "gemini"\ncwd = "{project}"\n'
-            f'env = {{ GEMINI_API_KEY = "{API_KEY}", '
-            f'GOOGLE_GEMINI_BASE_URL = "{model.base_url}" }}\n'
-            f"{jim_options}{more}"
+            + (f'env = {{ GEMINI_API_KEY = "{API_KEY}", ' if key else "env = { ")
+            + f'GOOGLE_GEMINI_BASE_URL = "{model.base_url}" }}\n'
+            + jim_options
+            + more
         )
         # The person's environment: no Gemini key or login of its own, an empty HOME
         # (which must stay so: the desk's Gemini home is the office's).
@@ -567,6 +572,82 @@ def test_on_screen_the_keyed_desk_is_a_gemini_session_not_its_sign_in(
         assert SIGN_IN not in pane and "Existing API key detected" not in pane, pane
         assert "deprecated" not in pane, pane  # no warning about the office's settings
         assert "Jim" in screen_text(tmux, "office").split("2 Jim · idle")[0]  # on the map
+    finally:
+        floor.run("hive-office", "stop", "--home", str(floor.home))
+        tmux.kill()
+
+
+# --- 8 ------------------------------------------------------------------------------------
+
+TYPED_KEY = "AIza-typed-in-the-pane-0123456789abcd"
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed (run scripts/setup)")
+def test_without_a_key_the_sign_in_made_in_one_pane_serves_the_next_desk(
+    make_floor: Callable[..., GeminiFloor],
+) -> None:
+    """No key anywhere: jim's pane shows Gemini's own sign-in; the person picks "Use
+    Gemini API Key" there and types a key, which Gemini keeps in the login file the
+    office shares between its gemini desks. Pam, hired after, asks nothing: she signs
+    in with the same key."""
+    floor = make_floor(
+        [turn(user_says("hello office"), "Hi."), turn(user_says("hello from pam"), "Hi Pam.")],
+        key=False,
+    )
+    # The scripted API's address for every desk of the office, pam's too (no key).
+    floor.env["GOOGLE_GEMINI_BASE_URL"] = floor.model.base_url
+    tmux = Tmux(floor.root, {**tmux_env(floor.root), **floor.env})
+    app = f"{BIN / 'hive-office'} --home {floor.home}"
+    tmux("new-session", "-d", "-s", "office", "-x", "160", "-y", "48", "-c", str(floor.root), app)
+
+    def pane(title: str, text: str) -> str | None:
+        grid = tmux.capture("office")
+        box = find_box(grid, title)
+        if box is None:
+            return None
+        shown = "\n".join(row_text(r) for r in crop(grid, box.top, box.left, box.rows, box.cols))
+        return shown if text in shown else None
+
+    def focus(key: str, title: str) -> None:
+        tmux.keys("office", PREFIX_KEY, key)
+        wait_for(lambda: find_box(tmux.capture("office"), title), f"the pane {title}", 30)
+
+    try:
+        # Gemini reports SessionStart before its sign-in screen is answered.
+        wait_for(lambda: floor.jim().get("session_id"), "jim's SessionStart", 60)
+        wait_for(lambda: find_box(tmux.capture("office"), "1 Michael"), "the app drawn", 60)
+        focus("2", "2 Jim")
+        wait_for(lambda: pane("2 Jim", SIGN_IN), "Gemini's sign-in in jim's pane", 60)
+        # One key at a time, each once the screen took the last (Gemini reads a burst of
+        # keys as one paste).
+        tmux.keys("office", "Down")
+        wait_for(lambda: pane("2 Jim", "● 2. Use Gemini API Key"), "the key option", 30)
+        tmux.keys("office", "Enter")
+        wait_for(lambda: pane("2 Jim", "Paste your API key here"), "the key prompt", 30)
+        floor.type(TYPED_KEY)  # pasted, then Enter: as the prompt asks
+        wait_for(lambda: pane("2 Jim", "Type your message"), "jim's session", 60)
+        floor.type("hello office")
+        asked = floor.model.wait_for(lambda r: r.turn == 0, 60)
+        assert asked.headers["x-goog-api-key"] == TYPED_KEY
+
+        # The key is in the office's shared login file, not in any home of the person's.
+        shared = floor.home / "agent-settings" / "gemini" / ".login" / "gemini-credentials.json"
+        assert shared.is_file() and TYPED_KEY not in shared.read_text()  # Gemini encrypts it
+        assert not (floor.root / "user" / ".gemini").exists()
+
+        hire = ["hive-office", "hire", "--home", str(floor.home), "pam", "--name", "Pam"]
+        floor.run(*hire, "--provider", "gemini", "--cwd", str(floor.project))
+        wait_for(
+            lambda: floor.registry().get("pam", {}).get("status") == "idle",
+            "pam's SessionStart",
+            90,
+        )
+        focus("3", "3 Pam")
+        shown = wait_for(lambda: pane("3 Pam", "Type your message"), "pam's session", 60)
+        assert SIGN_IN not in shown and "Enter Gemini API Key" not in shown, shown
+        floor.run("hive-office", "type", "--home", str(floor.home), "pam", "hello from pam")
+        hers = floor.model.wait_for(lambda r: r.turn == 1, 60)
+        assert hers.headers["x-goog-api-key"] == TYPED_KEY
     finally:
         floor.run("hive-office", "stop", "--home", str(floor.home))
         tmux.kill()

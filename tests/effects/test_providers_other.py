@@ -459,6 +459,22 @@ def test_a_google_sign_in_made_in_one_desk_serves_every_gemini_desk(tmp_path: Pa
     assert settings["security"] == {"auth": {"selectedType": "oauth-personal"}}
 
 
+def test_an_api_key_typed_in_one_desks_pane_is_shared_only_once_stored(tmp_path: Path) -> None:
+    jim = make_ctx(tmp_path, "gemini")
+    pam = dataclasses.replace(jim, agent=msgspec.structs.replace(jim.agent, id="pam"))
+    GeminiProvider().prepare(jim)
+    path = gemini_home(jim.paths, "jim") / ".gemini" / "settings.json"
+    chosen = {**gemini_settings(jim), "security": {"auth": {"selectedType": "gemini-api-key"}}}
+    path.write_text(json.dumps(chosen))
+    # Chosen, but the key not typed yet (Gemini writes the choice first): not shared.
+    GeminiProvider().prepare(pam)
+    hers = gemini_home(jim.paths, "pam") / ".gemini" / "settings.json"
+    assert "security" not in json.loads(hers.read_text())
+    (gemini_home(jim.paths, "jim") / ".gemini" / "gemini-credentials.json").write_text("key")
+    GeminiProvider().prepare(pam)
+    assert json.loads(hers.read_text())["security"] == {"auth": {"selectedType": "gemini-api-key"}}
+
+
 def test_a_desks_own_earlier_login_becomes_the_shared_one(tmp_path: Path) -> None:
     ctx = make_ctx(tmp_path, "gemini")
     folder = gemini_home(ctx.paths, "jim") / ".gemini"
