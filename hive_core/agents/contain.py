@@ -36,6 +36,7 @@ from typing import Literal
 
 import msgspec
 
+from hive_core.agents.gemini import shared_login
 from hive_core.paths import HivePaths
 
 # Landlock's syscalls (the same numbers on every architecture since they were added).
@@ -237,6 +238,10 @@ def desk_folders(
         if env.get(name):
             mine.append(env[name])
     mine.append(str(paths.provider_home(provider, agent)))
+    if provider == "gemini":
+        # The one sign-in every gemini desk of the office reads and refreshes (each
+        # desk's login file is a link to it): a sign-in made in one pane is written there.
+        mine.append(str(shared_login(paths).parent))
     mine += [os.path.join(home, p) for p in (*CLI_FOLDERS.get(provider, ()), *SHARED_CACHES)]
     mine += _git_folders(cwd)
     hidden = [str(paths.git_dir), *(str(p) for p in _db_files(paths))]

@@ -198,3 +198,12 @@ def test_claude_is_contained_only_where_it_can_save_its_settings(tmp_path: Path)
     # A config dir with .config.json is where Claude Code keeps its settings instead.
     (home / ".claude" / ".config.json").write_text("{}")
     assert contain.cli_problem("claude", {"HOME": str(home)}) is None
+
+
+def test_a_gemini_desk_writes_the_offices_shared_gemini_sign_in(tmp_path: Path) -> None:
+    from hive_core.agents.gemini import gemini_home, shared_login
+
+    paths = HivePaths(tmp_path / "home")
+    folders = contain.desk_folders(paths, "pam", "gemini", tmp_path, ["pam"], {"HOME": "/x"})
+    assert os.path.realpath(shared_login(paths).parent) in folders.writable
+    assert os.path.realpath(gemini_home(paths, "pam")) in folders.writable
