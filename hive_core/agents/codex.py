@@ -31,6 +31,10 @@ CODEX_HOME in tests/e2e/test_codex_desk.py, and the developers.openai.com pages 
 - SessionStart (`source` "startup" or "resume") runs when the first turn starts, not
   when the TUI opens: the office gives every start a first prompt (START_PROMPT, or
   the office's own first turn), else the desk would stay offline and never be woken.
+- Its default model (gpt-6.1-sol) calls tools from a JavaScript `exec` tool; each
+  shell command a script runs still reaches PreToolUse as `Bash`. The gpt-5.1-codex
+  family calls `exec_command` directly and edits with an `apply_patch` heredoc through
+  it, which Codex runs as its own edit but reports as `Bash` (read as an Edit here).
 - Hooks from config.toml run only once trusted (a hash per hook, recorded by Codex's
   review screen). `--dangerously-bypass-hook-trust` runs enabled hooks without that
   record; the office passes it. It also waives review for hooks in a trusted
