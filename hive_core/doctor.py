@@ -89,7 +89,7 @@ def run_checks(paths: HivePaths) -> list[Check]:
     )
     if pid:
         checks.extend(_health_checks(paths, pid, config.office.prefix_key))
-    checks.append(_semantic_check())
+    checks.append(_semantic_check(paths))
     search = os.pathsep.join([*tool_path(), os.environ.get("PATH", "")])
     known = providers()
     # A desk on another machine runs its CLI in its working folder there: what this
@@ -197,10 +197,13 @@ def _remote_checks(paths: HivePaths, agents: list[AgentSpec], remote_venv: str) 
     ]
 
 
-def _semantic_check() -> Check:
-    """Whether memory search can run in semantic and hybrid mode: the extra is optional,
-    so its absence is not a problem, only a way to enable it."""
-    from hive_core.memory import embed
+def _semantic_check(paths: HivePaths) -> Check:
+    """Whether memory search can run in semantic and hybrid mode, told without loading
+    the model (torch takes seconds to import): the extra's modules found, the weights'
+    files in place, and with an office running, whether it has loaded the model. The
+    extra is optional, so its absence is not a problem, only a way to enable it."""
+    from hive_core.caller import CallerError
+    from hive_core.memory import embed, served
 
     if absent := embed.missing():
         return Check(
@@ -209,15 +212,31 @@ def _semantic_check() -> Check:
             "keyword search works",
             f"to enable it: {embed.INSTALL_HINT}",
         )
-    try:
-        model = embed.load()
-    except Exception as exc:  # installed but broken: say what loading it said
+    if problem := embed.model_problem():
         return Check(
             False,
-            f"semantic memory search: installed but not loading ({exc})",
+            f"semantic memory search: installed but cannot load ({problem})",
             f"reinstall it: {embed.INSTALL_HINT}",
         )
-    return Check(True, f"semantic memory search: ready ({model.name}, {model.dim} dimensions)")
+    what = f"semantic memory search: ready ({embed.MODEL_NAME}"
+    try:
+        stands = served.status(paths)
+    except CallerError as exc:
+        return Check(True, f"{what}; whether the office has it loaded is unknown: {exc})")
+    if stands is None:
+        return Check(True, f"{what}; the office loads it at the first semantic search)")
+    if stands.state == "unavailable":
+        return Check(
+            False,
+            f"semantic memory search: the office cannot load the model ({stands.why})",
+            f"reinstall it: {embed.INSTALL_HINT}, then restart the office",
+        )
+    told = {
+        "idle": "the office loads it at the first semantic search",
+        "loading": "the office is loading it",
+        "ready": f"loaded in the office (loads this run: {stands.loads})",
+    }
+    return Check(True, f"{what}; {told[stands.state]})")
 
 
 def _health_checks(paths: HivePaths, pid: int, prefix: str) -> list[Check]:

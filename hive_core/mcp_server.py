@@ -32,7 +32,7 @@ from hive_core.memory import (
     edit,
     forget,
     note,
-    open_store,
+    search,
 )
 from hive_core.memory.entry import Source
 from hive_core.paths import HivePaths
@@ -50,6 +50,10 @@ ModeName = Literal["keyword", "semantic", "hybrid"]
 def open_caller(paths: HivePaths) -> Caller:
     """The office at `paths` and its caller (CallerError, ConfigError)."""
     return identify(paths, load_office(paths.office_toml))
+
+
+def _quiet(_line: str) -> None:
+    pass
 
 
 def _still(caller: Caller, *, proof: bool = False) -> Caller:
@@ -221,11 +225,12 @@ def build_server(caller: Caller) -> MCPServer:
             raise ToolError("give a query, or filter with tags, source or external_id.")
         now = _still(caller)
         try:
-            # A store per call: the SDK runs sync tools on worker threads, and a SQLite
-            # connection belongs to the thread that opened it.
-            with open_store(now.paths) as store:
-                hits = store.search(query, now.who, scope, limit, mode, filters)
-        except (ValueError, MemoryStoreError, SemanticUnavailable) as e:
+            # Semantic and hybrid by the office's model, loaded once (memory/served.py);
+            # a store per call otherwise (the SDK runs sync tools on worker threads). The
+            # lines it would tell a person (it waits for the model) are no failure, and
+            # this server's stderr is only for failures.
+            hits = search(now.paths, query, now.who, scope, limit, mode, filters, tell=_quiet)
+        except (ValueError, MemoryStoreError, SemanticUnavailable, CallerError) as e:
             raise ToolError(str(e)) from None
         return [hit_out(h) for h in hits]
 

@@ -15,7 +15,7 @@ import click
 import msgspec
 
 from hive_core import render
-from hive_core.caller import Caller
+from hive_core.caller import Caller, CallerError
 from hive_core.cli.common import (
     BadUsage,
     HiveError,
@@ -37,6 +37,7 @@ from hive_core.memory import (
     note,
     open_store,
     promote,
+    search,
 )
 from hive_core.memory.entry import SOURCES
 from hive_core.memory.store import Mode, SearchScope
@@ -184,20 +185,29 @@ def search_cmd(
     if not query and filters.empty:
         raise BadUsage("give a QUERY, or filter with --tag, --source or --external-id.")
     caller = _caller()
-    with _store(caller.paths) as store:
-        try:
-            hits = store.search(
+    chosen = cast(Mode, "semantic" if semantic_flag else mode)
+    try:
+        if chosen == "keyword":
+            with _store(caller.paths) as store:
+                hits = store.search(
+                    " ".join(query), caller.who, cast(SearchScope, scope), limit, chosen, filters
+                )
+        else:
+            # The model is the office's, loaded once.
+            hits = search(
+                caller.paths,
                 " ".join(query),
                 caller.who,
                 cast(SearchScope, scope),
                 limit,
-                cast(Mode, "semantic" if semantic_flag else mode),
+                chosen,
                 filters,
+                tell=lambda line: click.echo(f"hive: {line}", err=True),
             )
-        except (CallerRefused, ValueError) as e:
-            raise BadUsage(str(e)) from None
-        except SemanticUnavailable as e:
-            raise HiveError(str(e)) from None
+    except (CallerRefused, ValueError) as e:
+        raise BadUsage(str(e)) from None
+    except (SemanticUnavailable, CallerError, ConfigError) as e:
+        raise HiveError(str(e)) from None
     if as_json:
         click.echo(msgspec.json.encode(hits).decode())
     else:

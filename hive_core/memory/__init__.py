@@ -30,6 +30,11 @@ the app and remote desks may not import one (tests/unit/test_import_contracts.py
     # A damaged memory.db is rebuilt from the hive on open or by the query that meets
     # it (store.recovered says what was done). A store may be shared between threads.
 
+    search(paths, "parser timeout", "jim", "all", 10, "semantic", tell=print)
+        # store.search as "jim", the model's work done where it is kept: keyword in this
+        # process; semantic and hybrid by the running office, which loads the model once
+        # (with none running, here: `tell` hears that, and any wait for the office)
+
     note(paths, "jim", "text", store=None)   # append to agents/jim/memory/notes.md, index
                                               # it, return its Entry (ValueError if empty,
                                               # too big, or not an agent)
@@ -57,6 +62,7 @@ not stop a hostile process of the same user, which can read memory.db or the hiv
 from hive_core.memory.embed import INSTALL_HINT as SEMANTIC_HINT
 from hive_core.memory.embed import SemanticUnavailable
 from hive_core.memory.embed import missing as semantic_missing
+from hive_core.memory.served import search
 from hive_core.memory.sources import chunks, entries_for
 from hive_core.memory.store import (
     CallerRefused,
@@ -96,5 +102,6 @@ __all__ = [
     "note",
     "open_store",
     "promote",
+    "search",
     "semantic_missing",
 ]

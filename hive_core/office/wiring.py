@@ -48,6 +48,7 @@ from hive_core.office.explained import StatusKeeper
 from hive_core.office.person import ENTER_DELAY_S, PersonActions
 from hive_core.office.registry import RegistryPublisher
 from hive_core.office.routes import RouteDriver
+from hive_core.office.semantic import SemanticMemory
 from hive_core.office.verbs import Verbs
 from hive_core.paths import HivePaths
 from hive_core.remote.relay import Relay
@@ -170,6 +171,10 @@ class Office(PersonActions):
         # long-lived ones in a process of their own (the relay).
         self.relay = Relay(paths.home, self.plane.secret_of, log=self._agent_log)
         self.verbs = Verbs(paths.home, self.plane.secret_of, self.relay)
+        # Semantic memory search: the model loaded once, by the first search, off the loop.
+        self.semantic = SemanticMemory(
+            paths, roster=lambda: list(self.states), log=self._office_log
+        )
         self.control = ControlServer(
             paths.control_socket,
             self.perform,
@@ -177,6 +182,7 @@ class Office(PersonActions):
             log=self._agent_log,
             relay=self.verbs,
             desks=self._desk_processes,
+            memory=self.semantic.answer,
         )
         # What agents leave behind is adopted by this process (strays.py).
         self.strays = Strays(own=lambda: [*self._desk_processes(), *running_children()])
@@ -287,6 +293,7 @@ class Office(PersonActions):
             log=self._agent_log,
             desk=agent_id,
             relay=self.verbs,
+            memory=self.semantic.answer,
         )
         return hooks, control
 
@@ -540,6 +547,7 @@ class Office(PersonActions):
                 await desk_control.stop()
             # A verb the office took is done before it goes (its caller told).
             await self.verbs.close()
+            self.semantic.close()
             await self.supervisor.stop_all()
             # What the agents left behind ends with them.
             await asyncio.to_thread(self.strays.end)
