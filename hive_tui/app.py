@@ -38,7 +38,7 @@ from hive_core.cost import label
 from hive_core.health import Problem
 from hive_core.hint import office_command
 from hive_core.mail import DraftRefused, send
-from hive_core.memory import Hit, Mode, SearchScope, open_store
+from hive_core.memory import Hit, Mode, SearchScope, search
 from hive_core.office import Office
 from hive_core.render import why_text
 from hive_core.schema import HUMAN, ControlRequest, Draft, Message
@@ -421,9 +421,13 @@ class HiveApp(App[None], inherit_bindings=False):
             self.pane(agent_id).notice = self.link.view(agent_id).missing
 
     def _memory_search(self, query: str, scope: SearchScope, mode: Mode) -> list[Hit]:
-        """On a thread (the Memory tab's worker): SQLite never runs on the loop."""
-        with open_store(self.link.paths) as store:
-            return store.search(query, HUMAN, scope, MEMORY_RESULTS, mode)
+        """On a thread (the Memory tab's worker): SQLite never runs on the loop, and a
+        semantic or hybrid search is the office's, with the model it keeps loaded."""
+        # What it would tell a terminal (it waits for the model) has no place on the
+        # screen: the tab says what it found when the answer comes.
+        return search(
+            self.link.paths, query, HUMAN, scope, MEMORY_RESULTS, mode, tell=lambda _line: None
+        )
 
     # --- screen -> office -------------------------------------------------------------
 
