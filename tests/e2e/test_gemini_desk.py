@@ -392,7 +392,8 @@ def test_refused_tools_reach_the_model_with_the_offices_reason(
                 "new_string": "x = 2",
             },
         ),
-        shell("hive roster"),  # allowed: proves the refusals are the rules, not the shell
+        # Allowed (it reaches michael's inbox): the refusals are the rules, not the shell.
+        shell("hive send --to michael --subject 'rules tried' --body 'all refused'"),
     ]
     floor.serve()
     floor.run("hive", "lease", str(target), "--reason", "new grammar", "--ttl", "10m", agent="pam")
@@ -418,7 +419,12 @@ def test_refused_tools_reach_the_model_with_the_offices_reason(
     # hook (the office's files are outside it): the model reads Gemini's reason.
     assert "Path not in workspace" in written and "Tool execution blocked" not in written
     assert "(new grammar)" in leased and "(new grammar)" in edited
-    assert "Tool execution blocked" not in allowed and "michael" in allowed, allowed
+    assert "Tool execution blocked" not in allowed, allowed
+    wait_for(
+        lambda: any(m["subject"] == "rules tried" for m in floor.inbox("michael")),
+        "jim's allowed hive send in michael's inbox",
+        30,
+    )
     assert target.read_text() == "x = 1\n" and not locked.exists()
     denied = [d for d in floor.log() if "denied" in d]
     assert len(denied) == 4, denied
