@@ -1,13 +1,14 @@
 """Whose `hive` verb this thread runs: the process's own, or a caller's the office runs.
 
 A `hive` process reads its environment, cwd and the files its command line names, and
-asks the office over the control socket who it is. When the office runs the verb instead (the thin `hive`,
-hive_core/office/verbs.py), the thread running it is the office's, whose environment,
-cwd and process say nothing of the caller: the verb reads them here, from the
-Invocation the office set for that thread; a named file is read by the caller's own
-process, with what it may read (a contained desk reads less than the office); and the
-office's questions (whoami, the person's check) are answered as the caller the control
-socket attributed (control.ControlServer.decide), never as the office's own process.
+asks the office over the control socket who it is. When the office runs the verb
+instead (the thin `hive`, hive_core/office/verbs.py), the thread running it is the
+office's, whose environment, cwd and process say nothing of the caller: the verb reads
+them here, from the Invocation the office set for that thread; a named file is read by
+the caller's own process, with what it may read (a contained desk reads less than the
+office); and the office's questions (whoami, the person's check) are answered as the
+caller the control socket attributed (control.ControlServer.decide), never as the
+office's own process.
 
 Standard library only, and cheap: every `hive` process imports it.
 """

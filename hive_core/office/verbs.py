@@ -65,8 +65,8 @@ from hive_client.client import (
     split_home,
 )
 from hive_core import invocation
-from hive_core.cli.common import RELAYED_ENV
 from hive_core.control import VerbCall
+from hive_core.invocation import RELAYED_ENV
 from hive_core.kick import kick
 from hive_core.paths import HivePaths
 from hive_core.remote.relay import Relay
