@@ -22,8 +22,11 @@ from tests.support import wait_for
 
 BIN = Path(sys.executable).parent
 AGENTS = ("michael", "jim", "pam")
+# contain = false: these are the office's identity rules, seen from desks that write
+# their results to a scratch folder of the test (a contained desk may not; its walls are
+# tests/e2e/test_contained_desks.py's).
 ROSTER = (
-    '[office]\nmanager = "michael"\n'
+    '[office]\nmanager = "michael"\ncontain = false\n'
     + "".join(
         f'\n[[agents]]\nid = "{a}"\nname = "{a.title()}"\nprovider = "shell"\n' for a in AGENTS
     )
