@@ -27,6 +27,7 @@ import argparse
 import os
 import select
 import statistics
+import string
 import sys
 import tempfile
 import time
@@ -56,8 +57,11 @@ def agent_ids(n: int) -> list[str]:
 
 
 def name_of(agent_id: str) -> str:
-    # Short and none a prefix of another, so the map's desk labels show it whole.
-    return f"Bee{agent_id[1:]}"
+    """Two letters, capital X to Z first (found nowhere else on the screen), none a
+    prefix of another: at 50 desks a nameplate has 4 cells, and an uncontained desk's
+    ○ (where Landlock is missing) takes two of them, so the map shows it whole."""
+    i = int(agent_id[1:])
+    return "XYZ"[i // 26] + string.ascii_lowercase[i % 26]
 
 
 def make_home(root: Path, n: int) -> Path:

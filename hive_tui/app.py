@@ -166,6 +166,9 @@ class HiveApp(App[None], inherit_bindings=False):
         # What has rung the person's terminal (hive_core/notify.py): each thing once.
         self._rung = notify.Seen()
         self._in_tmux = bool(os.environ.get("TMUX"))
+        # Every agent's pane, made when first asked for; the focused one is composed,
+        # the others mounted after the first frame (`_mount_panes`).
+        self._panes: dict[str, TerminalPane] = {}
 
     # --- building ---------------------------------------------------------------------
 
@@ -178,10 +181,9 @@ class HiveApp(App[None], inherit_bindings=False):
             with Vertical(id="left"):
                 yield OfficeMap(id="map")
                 with Container(id="panes"):
-                    for agent_id in self.roster:
-                        pane = TerminalPane(agent_id, id=f"pane-{agent_id}")
-                        pane.border_title = self._title(agent_id)
-                        yield pane
+                    # The others follow the first frame (`_mount_panes`): with 50 agents,
+                    # mounting every pane first held the map and the names back.
+                    yield self.pane(self.focused_agent)
             with TabbedContent(id="side", initial="tab-board"):
                 with TabPane("Board", id="tab-board"):
                     yield BoardPanel(id="board")
@@ -211,6 +213,7 @@ class HiveApp(App[None], inherit_bindings=False):
             signal.SIGTERM, lambda: self.run_worker(self.leave(stop=not self.link.detachable))
         )
         self.call_after_refresh(self.focus_agent, self.focused_agent)
+        self.call_after_refresh(self._mount_panes)
         # What start-up built (modules, widgets, the office: ~80k objects) lives as long as
         # the app: frozen, the cyclic collector leaves it alone. Otherwise each full
         # collection, run by whichever thread allocates (a routing burst's workers), walks
@@ -507,7 +510,35 @@ class HiveApp(App[None], inherit_bindings=False):
     # --- focus and layouts ------------------------------------------------------------
 
     def pane(self, agent_id: str) -> TerminalPane:
-        return self.query_one(f"#pane-{agent_id}", TerminalPane)
+        """The agent's pane, mounted or not yet (`_mount_panes`): what reaches it before
+        (output, a snapshot, its title) is kept and shown once it is."""
+        pane = self._panes.get(agent_id)
+        if pane is None:
+            pane = self._panes[agent_id] = TerminalPane(agent_id, id=f"pane-{agent_id}")
+            pane.border_title = self._title(agent_id)
+        return pane
+
+    def _mount_panes(self) -> None:
+        """Mount every pane not mounted yet, in the roster's order around those that
+        are; then each takes the shown pane's size (`_fit_panes`)."""
+        container = self.query_one("#panes", Container)
+        mounted = set(container.children)
+        anchor: TerminalPane | None = None
+        waiting: list[TerminalPane] = []
+        for agent_id in self.roster:
+            pane = self.pane(agent_id)
+            if pane not in mounted:
+                waiting.append(pane)
+                continue
+            if waiting:
+                container.mount(*waiting, before=pane)
+                waiting = []
+            anchor = pane
+        if waiting and anchor is not None:
+            container.mount(*waiting, after=anchor)
+        elif waiting:
+            container.mount(*waiting)
+        self.call_after_refresh(self._fit_panes)
 
     def focus_agent(self, agent_id: str) -> None:
         if agent_id not in self.roster:
@@ -516,8 +547,13 @@ class HiveApp(App[None], inherit_bindings=False):
         if self.layout_mode == "panel":  # back to the panes, so back from the panel's zoom
             self.layout_mode = "default"
         self._show_layout()
-        # At once, not after the queued keys: what is typed next goes to this pane.
-        self.screen.set_focus(self.pane(agent_id))
+        pane = self.pane(agent_id)
+        if not pane.is_mounted:  # asked for before the panes were all mounted
+            self._mount_panes()
+            self.call_after_refresh(self.screen.set_focus, pane)
+        else:
+            # At once, not after the queued keys: what is typed next goes to this pane.
+            self.screen.set_focus(pane)
         self.query_one(OfficeMap).select(agent_id)
 
     def _show_layout(self) -> None:
@@ -669,9 +705,7 @@ class HiveApp(App[None], inherit_bindings=False):
         """A hired agent (hive_core/hire.py): its pane after the others, so alt+N and the
         map follow the roster's order; the office's listener then fills in the rest."""
         self.roster.append(agent_id)
-        pane = TerminalPane(agent_id, id=f"pane-{agent_id}")
-        pane.border_title = self._title(agent_id)
-        self.query_one("#panes", Container).mount(pane)
+        self._mount_panes()
         self._show_layout()
 
     def action_copy_mode(self) -> None:

@@ -110,8 +110,9 @@ def _open(paths: HivePaths) -> None:
             load_office(paths.office_toml)  # a bad office.toml is said here, not in a log
         except ConfigError as e:
             fail(str(e))
-        # The client's imports (Textual: a few hundred ms) overlap the office's start.
-        loading = threading.Thread(target=importlib.import_module, args=("hive_tui.client",))
+        # The client's imports, the app's and Textual's (most of a first frame's time
+        # with 50 agents), overlap the office's start.
+        loading = threading.Thread(target=importlib.import_module, args=("hive_tui.app",))
         try:
             started = daemon.start(paths, meanwhile=loading.start)
         except daemon.StartFailed as e:

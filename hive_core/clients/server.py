@@ -3,7 +3,8 @@
 A client is the person: only the office's own user may connect (SO_PEERCRED), and not
 from inside an agent's session nor from a stray an agent left behind (the control
 socket's rule, control.py: an agent does not act as the person). It says Hello with its protocol version; it gets Welcome, every agent,
-a Snapshot of every pane, and from then on the live stream (protocol.py).
+and from then on the live stream (protocol.py), with a Snapshot of every pane following
+one a turn of the office's loop, those the client shows first.
 
 A client never slows the agents or the other clients. Each has its own transport
 buffer; past OUTPUT_QUEUE_MAX pending bytes the pane output meant for it is dropped
@@ -108,6 +109,14 @@ def pane_sizes(shown: Iterable[Mapping[str, Size]], agents: Iterable[str]) -> di
     return sizes
 
 
+def resync_order(agents: Iterable[str], stale: Iterable[str], visible: Iterable[str]) -> list[str]:
+    """The stale panes a client gets snapshots of, in order: those it shows first, then
+    the rest, each in the office's order (`agents`); a pane of no agent is left out."""
+    missing, shown = set(stale), set(visible)
+    ordered = [a for a in agents if a in missing]
+    return [a for a in ordered if a in shown] + [a for a in ordered if a not in shown]
+
+
 def admit(
     peer: Peer,
     own_uid: int,
@@ -192,9 +201,12 @@ class _Client(asyncio.Protocol):
         self.transport.write(frame)
 
     def output(self, agent_id: str, frame: bytes) -> None:
-        """An encoded Output frame of `agent_id`, or the pane marked stale."""
+        """An encoded Output frame of `agent_id`, or the pane marked stale (one still
+        stale gets it in the snapshot on its way)."""
         if self.behind:
             self.stale.add(agent_id)
+        elif agent_id in self.stale:
+            pass
         elif self.transport is not None and not self.closed:
             self.transport.write(frame)
 
@@ -371,12 +383,15 @@ class ClientServer:
         self._clients.add(client)
         client.send(self._welcome())
         client.send(Agents(agents=[agent_view(s) for s in self._states.values()]))
-        # Paced by the client: what does not fit its queue now follows as it drains.
-        client.stale.update(self._states)
-        self.resync(client)
         client.send(Notice(kind="health", problems=self._problems()))
         agents, tasks = self._costs()
         client.send(Notice(kind="cost", agent_costs=agents, task_costs=tasks))
+        # The panes follow, one a turn of the loop: the roster reaches the client now
+        # and its first frame (map and names) need not wait for 50 screens, nor the
+        # office's loop for their making; the panes it shows come first (`resync`).
+        # Paced by the client too: what does not fit its queue follows as it drains.
+        client.stale.update(self._states)
+        self._resync_soon(client)
         self._log(f"client attached (pid {client.pid}); {self.attached} attached")
         self._publish()
 
@@ -413,13 +428,29 @@ class ClientServer:
 
     def resync(self, client: _Client) -> None:
         """A fresh screen of each pane it missed bytes of (or has none of yet), as long
-        as its queue takes them; the rest wait for the queue to drain again."""
-        for agent_id in [a for a in self._states if a in client.stale]:
+        as its queue takes them; the rest wait for the queue to drain again. The panes
+        it shows first, in the office's order, then the others."""
+        for agent_id in resync_order(self._states, client.stale, client.visible):
             if client.behind or client.closed:
                 return
             client.stale.discard(agent_id)
             rows, cols, data = self._screens.snapshot(agent_id)
             client.send(Snapshot(agent=agent_id, rows=rows, cols=cols, data=data))
+
+    def _resync_soon(self, client: _Client) -> None:
+        """`resync` one pane a turn of the loop: a client attaching to many panes
+        holds neither the loop (each snapshot is a whole screen made) nor its own
+        first frame; a Visible it sends meanwhile puts its shown panes first."""
+        if client.closed or client.behind or not client.stale:
+            return  # resume_writing resyncs the rest
+        agent_id = next(iter(resync_order(self._states, client.stale, client.visible)), None)
+        if agent_id is None:
+            client.stale.clear()  # panes of agents the office no longer has
+            return
+        client.stale.discard(agent_id)
+        rows, cols, data = self._screens.snapshot(agent_id)
+        client.send(Snapshot(agent=agent_id, rows=rows, cols=cols, data=data))
+        asyncio.get_running_loop().call_soon(self._resync_soon, client)
 
     def drop(self, client: _Client, why: str, *, flush: bool = False) -> None:
         """Let the client go; what is queued for it is thrown away unless `flush` (a

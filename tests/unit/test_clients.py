@@ -41,7 +41,7 @@ from hive_core.clients.protocol import (
     office_reader,
     version_refusal,
 )
-from hive_core.clients.server import admit, pane_sizes
+from hive_core.clients.server import admit, pane_sizes, resync_order
 from hive_core.control import Peer
 from hive_core.cost import Sum
 from hive_core.health import Problem
@@ -139,6 +139,16 @@ def test_a_pane_takes_the_smallest_size_of_the_clients_that_show_it() -> None:
         "pam": (20, 100),
     }  # dwight is shown by nobody: it keeps its size
     assert pane_sizes([], ["jim"]) == {}
+
+
+def test_an_attaching_client_gets_the_panes_it_shows_first_then_the_rest_in_order() -> None:
+    office = ["michael", "jim", "pam", "dwight"]
+    # Before its first Visible: every pane, in the office's order.
+    assert resync_order(office, set(office), {}) == office
+    # pam shown: hers first; the one already sent (jim) and an unknown agent left out.
+    stale = {"michael", "pam", "dwight", "gone"}
+    assert resync_order(office, stale, {"pam": (40, 120)}) == ["pam", "michael", "dwight"]
+    assert resync_order(office, set(), {"pam": (40, 120)}) == []
 
 
 def no_chain(pid: int) -> list[tuple[int, int]]:
