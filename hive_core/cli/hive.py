@@ -35,7 +35,11 @@ def main(argv: list[str] | None = None) -> None:
     if argv is None or (os.environ.get("HIVE_REMOTE") == "1" and os.environ.get("HIVE_CONTROL")):
         from hive_client.client import run as in_office
 
-        code = in_office(args)
+        try:
+            code = in_office(args)
+        except KeyboardInterrupt:
+            # Ctrl+C while waiting for the office or typing a body: as a shell says it.
+            code = 130
         if code is not None:
             if argv is None:
                 # Nothing is left to clean up, and an interpreter's shutdown is a tenth

@@ -79,6 +79,8 @@ WORKERS = 4
 # caller pouring them faster than the verb reads them waits.
 HELD = 16
 POLL_S = 0.1
+GONE_WHY = "the caller went away"
+GONE = f"{errno.ECONNRESET}\n{GONE_WHY}".encode()  # a FILE_ERROR's data, as the client sends one
 # How long the office, stopping, lets the verbs it took finish.
 CLOSE_WAIT_S = 10.0
 
@@ -212,16 +214,21 @@ class Streams:
             self._writer.write(data)
 
     def read(self) -> bytes:
-        """The next piece of the caller's stdin; b"" at its end."""
+        """The next piece of the caller's stdin; b"" at its end. A caller gone before
+        its stdin ended (Ctrl+C while typing a body) is an OSError: the verb must not
+        go on with half its input, as it would not have in the caller's process."""
         if not self._asked:
             self._asked = True
             self.send(frame(WANT))
         while True:
             try:
-                return self._stdin.get(timeout=POLL_S)
+                data = self._stdin.get(timeout=POLL_S)
             except queue.Empty:
-                if self._stdin_ended or self._ended:
-                    return b""
+                data = b""
+            if data or self._stdin_ended:
+                return data
+            if self._ended:
+                raise ConnectionError(errno.ECONNRESET, GONE_WHY)
 
     def read_file(self, path: str, limit: int | None) -> bytes:
         """The file `path` (at most `limit` bytes) as the caller's process reads it."""
@@ -232,8 +239,9 @@ class Streams:
                 kind, chunk = self._file.get(timeout=POLL_S)
             except queue.Empty:
                 if self._ended:
-                    raise ConnectionError(errno.ECONNRESET, "the caller went away") from None
-                continue
+                    kind, chunk = FILE_ERROR, GONE
+                else:
+                    continue
             if kind == FILE_ERROR:
                 number, _, why = chunk.decode(errors="replace").partition("\n")
                 raise OSError(int(number) if number.isdigit() else errno.EIO, why, path)
@@ -253,14 +261,19 @@ class Streams:
                     break
                 data = await reader.readexactly(size) if size else b""
                 if kind == STDIN:
-                    await _hold(self._stdin, data)
                     self._stdin_ended = not data
+                    await _hold(self._stdin, data)
                 else:
                     await _hold(self._file, (kind, data))
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:
             self._ended = True
+            # Wake a verb waiting for the caller's input or file now, not at its next look.
+            with contextlib.suppress(queue.Full):
+                self._stdin.put_nowait(b"")
+            with contextlib.suppress(queue.Full):
+                self._file.put_nowait((FILE_ERROR, GONE))
 
 
 async def _hold(held: queue.Queue[Any], item: object) -> None:

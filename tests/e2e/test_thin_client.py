@@ -11,17 +11,20 @@ no office the full path runs; and the client's own process imports nothing of th
 
 from __future__ import annotations
 
+import fcntl
 import itertools
 import json
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
+import termios
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NamedTuple
+from typing import IO, NamedTuple
 
 import msgspec
 import pytest
@@ -255,6 +258,35 @@ def test_stdin_is_read_only_by_a_verb_that_reads_it(office: ServedOffice) -> Non
         out = held.stdout.read()  # to its end: the process exits with stdin still open
         assert held.wait(timeout=60) == 0
         assert out.decode() == local(home, "inbox").out
+
+
+def test_ctrl_c_while_typing_a_body_sends_nothing(office: ServedOffice) -> None:
+    typing = subprocess.Popen(
+        [HIVE, "send", "--to", "pam", "--subject", "aborted", "-"],
+        env=env_of(office.home),
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    stdin = typing.stdin
+    assert stdin is not None and typing.stderr is not None
+    stdin.write(b"half a body\n")
+    stdin.flush()
+    # Taken from the pipe: the office asked for stdin and the client sent it on.
+    wait_for(lambda: unread(stdin) == 0, "the client to take what was typed")
+    typing.send_signal(signal.SIGINT)
+    assert typing.wait(timeout=60) == 130
+    assert b"Traceback" not in typing.stderr.read()
+    stdin.close()
+    after = thin(office.home, "send", "--to", "pam", "--subject", "after", "--body", "x")
+    assert after.rc == 0, after
+    wait_for(lambda: "after" in subjects(office.paths, "pam"), "the message sent after")
+    assert "aborted" not in subjects(office.paths, "pam")
+    assert [p.name for p in office.paths.mailbox("human").outbox.glob("*.json")] == []
+
+
+def unread(pipe: IO[bytes]) -> int:
+    """Bytes written to `pipe` that its reader has not taken yet."""
+    return struct.unpack("i", fcntl.ioctl(pipe.fileno(), termios.FIONREAD, b"\0" * 4))[0]
 
 
 def test_a_call_while_the_office_does_not_answer_waits_then_runs_once(
