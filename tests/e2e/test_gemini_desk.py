@@ -41,9 +41,11 @@ from hive_core.demo.scripted_model.gemini import (
     has_tool_result,
     last_user_texts,
     shell,
+    tool_result_says,
     user_says,
 )
 from hive_core.demo.scripted_model.server import RecordedRequest
+from tests.e2e.test_ci_logs import REPO, FakeGh
 from tests.support import short_dir, wait_for
 from tests.tmux_support import (
     PREFIX_KEY,
@@ -657,3 +659,43 @@ def test_without_a_key_the_sign_in_made_in_one_pane_serves_the_next_desk(
     finally:
         floor.run("hive-office", "stop", "--home", str(floor.home))
         tmux.kill()
+
+
+# --- 9 ------------------------------------------------------------------------------------
+
+GH_COMMAND = f"gh run view 123 --log-failed --repo {REPO}"
+
+
+def test_gh_run_view_is_read_from_the_ci_log_cache(
+    make_floor: Callable[..., GeminiFloor],
+) -> None:
+    """BeforeTool's rewrite (hookSpecificOutput.tool_input): Gemini runs the cached
+    `hive ci-logs view` instead of `gh run view`, which a fake `gh` is asked for once."""
+    floor = make_floor(
+        [
+            turn(user_says("read the CI log"), shell(GH_COMMAND)),
+            turn(tool_result_says("quasarflux"), shell(GH_COMMAND)),
+            turn(has_tool_result(), "Read it."),
+        ]
+    )
+    # Uncontained: a contained desk cannot write the office's CI-log cache (the log is
+    # then "fetched, not kept"); the rewrite is what is tested here.
+    toml = floor.home / "office.toml"
+    toml.write_text(toml.read_text().replace("[office]\n", "[office]\ncontain = false\n"))
+    gh = FakeGh(floor.root / "fakebin")
+    floor.env["PATH"] = f"{gh.folder}{os.pathsep}{floor.env['PATH']}"
+    floor.serve()
+    floor.type("read the CI log")
+    first, second = (
+        json.dumps(function_responses(floor.model.wait_for(answers(n), 90).body)) for n in (1, 2)
+    )
+    for result in (first, second):
+        assert "FAILED test_timeout (quasarflux, attempt 1)" in result, result
+    assert "fetched and kept" in first and "from the cache" in second
+    assert len(gh.log_calls()) == 1, gh.calls()
+    assert sum("through the CI-log cache" in d for d in floor.log()) == 2, floor.log()
+
+
+def answers(n: int) -> Callable[[RecordedRequest], bool]:
+    """The request that answers the scenario's turn `n`."""
+    return lambda request: request.turn == n
