@@ -31,8 +31,8 @@ showing "- [x] t2") or the timeout, then reads what happened from the files and 
 
 --gemini: jim's desk is the pinned Gemini CLI (scripts/gemini-version) against the
 scripted Gemini API (hive_core/demo/scripted_model/gemini.py) playing the same brain, so
-the figures are those of a mixed office; jim's own are printed beside them (a turn
-there: a request that starts from a prompt, not from a tool's result). Gemini puts the
+the figures are those of a mixed office. Each desk's own are printed beside them, with
+its vendor (a turn: a request that starts from a prompt, not from a tool's result). Gemini puts the
 office's hook context in `<hook_context>` around the prompt or the tool's result, and
 sends an AfterAgent refusal's reason as the next prompt, unlabelled (gemini_injected).
 
@@ -483,6 +483,19 @@ def is_codex(bodies: list[Any]) -> bool:
     return bool(bodies) and "input" in (bodies[0] or {})
 
 
+def claude_turns(bodies: list[Any]) -> int:
+    """Requests that start a turn: their last user message holds no tool result."""
+    turns = 0
+    for body in bodies:
+        users = [m for m in (body or {}).get("messages") or [] if m.get("role") == "user"]
+        content = users[-1].get("content") if users else None
+        blocks = content if isinstance(content, list) else []
+        turns += bool(users) and not any(
+            isinstance(b, dict) and b.get("type") == "tool_result" for b in blocks
+        )
+    return turns
+
+
 def context_figures(requests: dict[str, list[Any]]) -> Context:
     context = Context()
     for bodies in requests.values():
@@ -589,18 +602,19 @@ def print_run(n: int, f: Figures) -> None:
     drains = ", ".join(f"{a} {n}" for a, n in sorted(m.drains_by_agent.items())) or "none"
     print(f"         batches delivered by the Stop-hook drain instead: {m.drains} ({drains})")
     for agent, bodies in f.run.requests.items():
-        if bodies and "contents" in (bodies[0] or {}):
-            own = context_figures({agent: bodies})
-            turns = gemini_turns(bodies)
-            kinds = ("Stop", "UserPromptSubmit", "PostToolUse", "nudge", "SessionStart")
-            print(
-                f"gemini   {agent}: {len(bodies)} requests, {turns} turns, nudged "
-                f"{w.by_agent.get(agent, 0)}, Stop-drained {m.drains_by_agent.get(agent, 0)}; "
-                f"office context {own.total(*kinds)} bytes = "
-                f"{own.total(*kinds) / max(turns, 1):.0f} per turn ("
-                + ", ".join(f"{k} {own.total(k)}" for k in kinds)
-                + ")"
-            )
+        gemini = bool(bodies) and "contents" in (bodies[0] or {})
+        own = context_figures({agent: bodies})
+        turns = gemini_turns(bodies) if gemini else claude_turns(bodies)
+        kinds = ("Stop", "UserPromptSubmit", "PostToolUse", "nudge", "SessionStart")
+        print(
+            f"desk     {agent} ({'gemini' if gemini else 'claude'}): {len(bodies)} "
+            f"requests, {turns} turns, nudged "
+            f"{w.by_agent.get(agent, 0)}, Stop-drained {m.drains_by_agent.get(agent, 0)}; "
+            f"office context {own.total(*kinds)} bytes = "
+            f"{own.total(*kinds) / max(turns, 1):.0f} per turn ("
+            + ", ".join(f"{k} {own.total(k)}" for k in kinds)
+            + ")"
+        )
         if is_codex(bodies):
             own = context_figures({agent: bodies})
             turns = codex_turns(bodies)
