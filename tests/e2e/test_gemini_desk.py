@@ -517,6 +517,10 @@ def test_gemini_in_an_office_pane_shows_what_tmux_shows_in_every_layout() -> Non
                 30,
             )
         finally:
+            # Gemini's launcher ignores SIGHUP and SIGTERM: ending tmux alone would leave
+            # it running. The pane's process group is the CLI's (both its processes).
+            pane_pid = int(tmux("display", "-p", "-t", "plain", "#{pane_pid}"))
+            os.killpg(pane_pid, signal.SIGKILL)
             tmux("kill-server")
 
 
