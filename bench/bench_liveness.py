@@ -603,18 +603,19 @@ def print_run(n: int, f: Figures) -> None:
     print(f"         batches delivered by the Stop-hook drain instead: {m.drains} ({drains})")
     for agent, bodies in f.run.requests.items():
         gemini = bool(bodies) and "contents" in (bodies[0] or {})
-        own = context_figures({agent: bodies})
-        turns = gemini_turns(bodies) if gemini else claude_turns(bodies)
-        kinds = ("Stop", "UserPromptSubmit", "PostToolUse", "nudge", "SessionStart")
-        print(
-            f"desk     {agent} ({'gemini' if gemini else 'claude'}): {len(bodies)} "
-            f"requests, {turns} turns, nudged "
-            f"{w.by_agent.get(agent, 0)}, Stop-drained {m.drains_by_agent.get(agent, 0)}; "
-            f"office context {own.total(*kinds)} bytes = "
-            f"{own.total(*kinds) / max(turns, 1):.0f} per turn ("
-            + ", ".join(f"{k} {own.total(k)}" for k in kinds)
-            + ")"
-        )
+        if not is_codex(bodies):  # a codex desk has its own line, below
+            own = context_figures({agent: bodies})
+            turns = gemini_turns(bodies) if gemini else claude_turns(bodies)
+            kinds = ("Stop", "UserPromptSubmit", "PostToolUse", "nudge", "SessionStart")
+            print(
+                f"desk     {agent} ({'gemini' if gemini else 'claude'}): {len(bodies)} "
+                f"requests, {turns} turns, nudged "
+                f"{w.by_agent.get(agent, 0)}, Stop-drained {m.drains_by_agent.get(agent, 0)}; "
+                f"office context {own.total(*kinds)} bytes = "
+                f"{own.total(*kinds) / max(turns, 1):.0f} per turn ("
+                + ", ".join(f"{k} {own.total(k)}" for k in kinds)
+                + ")"
+            )
         if is_codex(bodies):
             own = context_figures({agent: bodies})
             turns = codex_turns(bodies)
