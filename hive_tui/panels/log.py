@@ -168,16 +168,37 @@ class LogLines(ScrollView, can_focus=True):
         # Screen line -> (index in rows, line of that row).
         self._index: list[tuple[int, int]] = []
         self._styles: dict[str, Style] = {}
+        # Rows set while the tab is hidden: wrapped and indexed once it shows (`on_show`),
+        # not a burst's thousands of events on the loop while nobody reads them; and
+        # how many of them came on top, for a reader's place.
+        self._unshown = False
+        self._added_unshown = 0
 
     def set_rows(self, rows: list[LogRow], *, added_on_top: int = 0) -> None:
-        """Show `rows`; a reader scrolled down stays on the events they were reading."""
-        keep_place = added_on_top and round(self.scroll_y) > 0
+        """Show `rows`; a reader scrolled down stays on the events they were reading.
+        Hidden (another tab is picked), they are wrapped when the tab shows again."""
         self.rows = rows
+        if not self._displayed():
+            self._unshown = True
+            self._added_unshown += added_on_top
+            return
+        self._show_rows(added_on_top)
+
+    def _displayed(self) -> bool:
+        return self.is_mounted and all(node.display for node in self.ancestors_with_self)
+
+    def _show_rows(self, added_on_top: int) -> None:
+        keep_place = added_on_top and round(self.scroll_y) > 0
+        self._unshown, self._added_unshown = False, 0
         self._reindex()
         if keep_place:
-            pushed = sum(len(self._lines_of(row)) for row in rows[:added_on_top])
+            pushed = sum(len(self._lines_of(row)) for row in self.rows[:added_on_top])
             self.scroll_to(y=self.scroll_y + pushed, animate=False, immediate=True)
         self.refresh()
+
+    def on_show(self) -> None:
+        if self._unshown:
+            self._show_rows(min(self._added_unshown, len(self.rows)))
 
     def row_at(self, y: int) -> LogEvent | None:
         """The event drawn on line `y` of the view."""
