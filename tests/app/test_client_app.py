@@ -146,3 +146,29 @@ def test_a_client_of_another_protocol_version_is_told_which(
     assert run_client(office.paths) == 1
     assert "speaks version 99" in capsys.readouterr().err
     assert office.proc.poll() is None
+
+
+async def test_pause_and_resume_through_the_socket_link(office: Served) -> None:
+    """The person's pause and resume reach the office over the link (an Action), and
+    the office's answer comes back as the agent's view: the pane's title says so, and
+    the registry every `hive` reads has it."""
+    app = HiveApp(SocketLink.connect(office.paths))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: app.pane("michael").is_mounted, "the panes")
+        await pilot.press(PREFIX, "2")
+        await until(pilot, lambda: app.focused is app.pane("pam"), "pam's pane focused")
+        await pilot.press(PREFIX, "x")
+        await until(pilot, lambda: app.link.view("pam").paused, "pam paused by the office")
+        await until(pilot, lambda: "paused" in str(app.pane("pam").border_title), "the title")
+        registry = office.paths.registry
+        await until(
+            pilot,
+            lambda: '"paused":true' in registry.read_text().replace(" ", ""),
+            "the registry shows pam paused",
+        )
+        await pilot.press(PREFIX, "x")
+        await until(pilot, lambda: not app.link.view("pam").paused, "pam resumed")
+        assert "paused" not in str(app.pane("pam").border_title)
+        await pilot.press(PREFIX, "d")
+        await until(pilot, lambda: app.ended, "the app to detach")
+    assert office.proc.poll() is None  # the office goes on
