@@ -218,9 +218,12 @@ def _call(path: str, argv: list[str], home: str | None) -> int | None:
             ConnectionRefusedError,
             ConnectionResetError,
             BrokenPipeError,
+            BlockingIOError,
             _Gone,
         ):
-            # No office, or one starting or stopping: the verb has not run.
+            # No office, one starting or stopping, or its queue of connections full (a
+            # flood: a Unix socket's connect with a timeout fails at once, EAGAIN): the
+            # verb has not run.
             sock.close()
             if home is not None and office_running(home) is not True:
                 # No office holds the home (or that cannot be told): the full `hive`
