@@ -991,6 +991,12 @@ class MemoryStore:
         search reads them, with the same embedder that embeds the query.
         """
         model = self.embedder()
+        # A vector never outlives its entry (ON DELETE CASCADE): as many vectors as
+        # entries is every entry embedded, told without reading either table.
+        counts = "SELECT (SELECT count(*) FROM entries), (SELECT count(*) FROM vectors)"
+        entries, vectors = self._db.execute(counts).fetchone()
+        if entries == vectors:
+            return 0
         pending = self._db.execute(
             "SELECT rid, text FROM entries WHERE rid NOT IN (SELECT rid FROM vectors)"
         ).fetchall()
