@@ -168,7 +168,7 @@ def plan(folders: DeskFolders, listings: Mapping[str, tuple[Entry, ...]]) -> Pla
 # absolute (its sessions, settings, caches), besides the folders the office made for it
 # (paths.provider_home) and a $CLAUDE_CONFIG_DIR / $CODEX_HOME / $GEMINI_CLI_HOME given.
 CLI_FOLDERS: Mapping[str, tuple[str, ...]] = {
-    "claude": (".claude", ".claude.json", ".claude.json.backup", ".local/state/claude"),
+    "claude": (".claude", ".local/state/claude"),
     "codex": (".codex",),
     "gemini": (".gemini",),
     "shell": (),
@@ -225,14 +225,21 @@ def desk_folders(
     roster: Iterable[str],
     env: Mapping[str, str],
     elsewhere: Iterable[str] = (),
+    git: tuple[Path, str | None] | None = None,
 ) -> DeskFolders:
     """The folders of `agent`'s desk working in `cwd` with `env`: what its processes
     write (its working folder, its mailbox, its private tmp, its CLI's folders), what
     they never read (the other agents' private memory, and the two places that hold a
     copy of it: the hive's git and memory.db), and what they never write (the office's
     home, the other agents' worktrees and the other desks' working folders `elsewhere`,
-    unless one is inside this desk's own)."""
+    unless one is inside this desk's own). `git`: the roster's folder and the desk's
+    branch when `cwd` is its worktree of that folder's repository."""
     home = os.path.realpath(env.get("HOME") or os.path.expanduser("~"))
+    # A desk started in a subfolder of its worktree (the roster's cwd was one of the
+    # repository) works in the whole worktree.
+    worktree = paths.worktree(agent)
+    if _within(_real(cwd), _real(worktree)):
+        cwd = worktree
     mine = [str(cwd), str(paths.mailbox(agent).root), str(paths.desk_tmp(agent))]
     for name in CONFIG_ENV:
         if env.get(name):
@@ -243,7 +250,8 @@ def desk_folders(
         # desk's login file is a link to it): a sign-in made in one pane is written there.
         mine.append(str(shared_login(paths).parent))
     mine += [os.path.join(home, p) for p in (*CLI_FOLDERS.get(provider, ()), *SHARED_CACHES)]
-    mine += _git_folders(cwd)
+    if git is not None:
+        mine += _git_folders(cwd, *git)
     hidden = [str(paths.git_dir), *(str(p) for p in _db_files(paths))]
     others = sorted(set(roster) - {agent})
     for other in others:
@@ -265,29 +273,41 @@ def _db_files(paths: HivePaths) -> list[Path]:
     return [db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")]
 
 
-def _git_folders(cwd: Path) -> list[str]:
-    """What git in a linked worktree `cwd` writes outside it: its own folder in the
-    repository's .git/worktrees, the shared object store, and the folder of its branch's
-    ref and reflog (shared with the other desks' branches of the same office). Nothing
-    for a folder that is not a linked worktree (its .git, if any, is inside it)."""
+def _repository_git_dir(folder: Path) -> Path | None:
+    """The .git folder of the repository holding `folder` (None: none, or `folder` is in
+    a linked worktree, whose .git is a file)."""
+    for place in (folder, *folder.parents):
+        dot_git = place / ".git"
+        if dot_git.is_dir():
+            return dot_git
+        if dot_git.exists():
+            return None
+    return None
+
+
+def _git_folders(cwd: Path, repository: Path | None, branch: str | None) -> list[str]:
+    """What git in the desk's linked worktree `cwd` of `repository` (the roster's folder,
+    the person's) writes outside it: its own folder in the repository's .git/worktrees,
+    the shared object store, and the folder of the desk's branch `branch` with its reflog
+    (shared with the other desks' branches of the same office). Both the worktree's .git
+    file and its HEAD are the agent's to write, so neither decides a grant: the .git
+    file must name a folder of that repository's .git/worktrees, and the branch is the
+    office's name for it. Nothing for a folder that is not such a worktree."""
+    common = None if repository is None else _repository_git_dir(repository)
     try:
         text = (cwd / ".git").read_text(encoding="utf-8", errors="replace")
     except OSError:
         return []
-    if not text.startswith("gitdir:"):
+    if common is None or not text.startswith("gitdir:"):
         return []
-    own = Path(text.removeprefix("gitdir:").strip())
-    own = own if own.is_absolute() else cwd / own
-    try:
-        common_rel = (own / "commondir").read_text(encoding="utf-8").strip()
-        head = (own / "HEAD").read_text(encoding="utf-8").strip()
-    except OSError:
-        return [str(own)]
-    common = own / common_rel if not os.path.isabs(common_rel) else Path(common_rel)
-    folders = [str(own), str(common / "objects")]
-    if head.startswith("ref: refs/heads/"):
-        branch_dir = os.path.dirname(head.removeprefix("ref: "))
-        folders += [str(common / branch_dir), str(common / "logs" / branch_dir)]
+    common_real = os.path.realpath(common)
+    own = os.path.realpath(os.path.join(cwd, text.removeprefix("gitdir:").strip()))
+    if os.path.dirname(own) != os.path.join(common_real, "worktrees"):
+        return []
+    folders = [own, os.path.join(common_real, "objects")]
+    if branch is not None:
+        ref_dir = os.path.dirname(os.path.join("refs", "heads", branch))
+        folders += [os.path.join(common_real, ref_dir), os.path.join(common_real, "logs", ref_dir)]
     return folders
 
 

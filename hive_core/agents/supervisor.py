@@ -42,6 +42,7 @@ from hive_core.remote.launch import LinkFailed, RemoteHomes, remote_launch, remo
 from hive_core.remote.ssh import SSH_FAILED
 from hive_core.schema import AgentSpec, OfficeConfig
 from hive_core.status import LinkDown
+from hive_core.worktree_plan import branch_name
 
 # A CLI that dies this fast did not start: a resumed session could not be resumed (it
 # is started afresh, once); a new one cannot start at all (no login, a bad command), so
@@ -347,8 +348,12 @@ class Supervisor:
             mailboxes = []
         roster = {*(a.id for a in self.config.agents), *mailboxes}
         elsewhere = [a.cwd for a in self.config.agents if a.id != spec.id and a.host is None]
+        # A worktree's git writes in the repository of the roster's folder, on the branch
+        # the office named for the desk (worktree_plan.py).
+        branch = branch_name(self.config.office.name, str(self.paths.home), spec.id)
+        git = (Path(self.states[spec.id].spec.cwd).expanduser(), branch)
         folders = contain.desk_folders(
-            self.paths, spec.id, spec.provider, launch.cwd, roster, launch.env, elsewhere
+            self.paths, spec.id, spec.provider, launch.cwd, roster, launch.env, elsewhere, git
         )
         plan = contain.plan(folders, contain.listings(contain.to_list(folders.hidden)))
         if plan.refused is not None:

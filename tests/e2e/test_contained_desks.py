@@ -162,6 +162,11 @@ def test_a_contained_desk_cannot_reach_other_desks_and_the_person(office: Office
         "another agent's memory.md": f"cat {pam.memory}",
         "the hive's git (every memory's history)": f"cat {paths.git_dir}/HEAD",
         "the office's home itself": f"echo x > {paths.home}/planted",
+        "a git hook in the repository the office runs git in": (
+            f"echo 'touch /tmp/pwned' > {office.repo}/.git/hooks/post-checkout"
+        ),
+        "the repository's shared config": f"echo '[core] fsmonitor=x' >> {office.repo}/.git/config",
+        "the person's branch": f"echo 0 > {office.repo}/.git/refs/heads/main",
         "truncating another agent's notes": f"truncate -s 0 {pam.notes}",
         "a hard link to another agent's notes": f"ln {pam.notes} {paths.mailbox('jim').root}/n",
     }

@@ -140,7 +140,11 @@ def repository(root: Path, env: dict[str, str]) -> Path:
 
 def roster(repo: Path) -> str:
     return (
-        '[office]\nname = "Scranton"\nmanager = "michael"\nworktree_check_s = 0.2\n\n'
+        # contain = false: a contained desk could not plant in the shared .git (the
+        # person's checkout) at all (tests/e2e/test_contained_desks.py); this is about the
+        # office's git when a plant is there (an uncontained desk, the person's own).
+        '[office]\nname = "Scranton"\nmanager = "michael"\nworktree_check_s = 0.2\n'
+        'contain = false\n\n'
         f'[[agents]]\nid = "michael"\nname = "Michael"\n{SHELL}cwd = "{repo}"\n\n'
         f'[[agents]]\nid = "jim"\nname = "Jim"\n{SHELL}cwd = "{repo}"\n\n'
         f'[[agents]]\nid = "pam"\nname = "Pam"\n{SHELL}cwd = "{repo}"\n'

@@ -54,8 +54,11 @@ def make_repo(root: Path) -> Path:
 def roster(root: Path, repo: Path, setup: str, extra: str = "") -> str:
     # bash's readline takes the bracketed paste `hive-office type` sends.
     shell = 'provider = "shell"\ncommand = ["bash", "--norc", "--noprofile", "-i"]\n'
+    # contain = false: the desks write what they saw into the test's folder, which a
+    # contained desk may not (tests/e2e/test_contained_desks.py has the walls).
     return (
-        f'[office]\nmanager = "michael"\nworktree_setup = {json.dumps(setup)}\n{extra}\n'
+        f'[office]\nmanager = "michael"\ncontain = false\n'
+        f'worktree_setup = {json.dumps(setup)}\n{extra}\n'
         f'[[agents]]\nid = "michael"\nname = "Michael"\n{shell}cwd = "{repo}"\n\n'
         f'[[agents]]\nid = "jim"\nname = "Jim"\n{shell}cwd = "{repo}"\n\n'
         f'[[agents]]\nid = "pam"\nname = "Pam"\n{shell}cwd = "{repo / "src"}"\n\n'

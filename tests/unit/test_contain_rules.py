@@ -158,8 +158,9 @@ def test_desk_folders_from_a_real_layout_and_worktree(tmp_path: Path) -> None:
     git(repo, "worktree", "add", "-q", "-b", "hive/scranton/jim", str(worktree))
     env = {"HOME": str(tmp_path / "user"), "CLAUDE_CONFIG_DIR": str(tmp_path / "cfg")}
     inside = worktree / "sub"
+    git_of_desk = (repo, "hive/scranton/jim")
     folders = contain.desk_folders(
-        paths, "jim", "claude", worktree, ["jim", "pam"], env, [str(repo), str(inside)]
+        paths, "jim", "claude", worktree, ["jim", "pam"], env, [str(repo), str(inside)], git_of_desk
     )
     real = os.path.realpath
     assert real(worktree) in folders.writable
@@ -207,3 +208,70 @@ def test_a_gemini_desk_writes_the_offices_shared_gemini_sign_in(tmp_path: Path) 
     folders = contain.desk_folders(paths, "pam", "gemini", tmp_path, ["pam"], {"HOME": "/x"})
     assert os.path.realpath(shared_login(paths).parent) in folders.writable
     assert os.path.realpath(gemini_home(paths, "pam")) in folders.writable
+
+
+def test_a_worktree_whose_git_files_the_agent_rewrote_is_granted_nothing_more(
+    tmp_path: Path,
+) -> None:
+    """The worktree's .git file and HEAD are the agent's to write: pointing them at
+    another agent's folder or at the person's branch grants nothing at its next start."""
+    paths = HivePaths(tmp_path / "home")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    git(
+        repo,
+        "-c",
+        "user.email=p@e",
+        "-c",
+        "user.name=P",
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        "i",
+    )
+    worktree = paths.worktree("jim")
+    git(repo, "worktree", "add", "-q", "-b", "hive/scranton/jim", str(worktree))
+    common = os.path.realpath(repo / ".git")
+    own = f"{common}/worktrees/jim"
+    (Path(own) / "HEAD").write_text("ref: refs/heads/main\n")
+    folders = contain.desk_folders(
+        paths, "jim", "shell", worktree, ["jim"], {"HOME": "/x"}, (), (repo, "hive/scranton/jim")
+    )
+    assert f"{common}/refs/heads/hive/scranton" in folders.writable
+    assert f"{common}/refs/heads" not in folders.writable
+    pam = paths.mailbox("pam").root
+    pam.mkdir(parents=True)
+    (worktree / ".git").write_text(f"gitdir: {pam}\n")
+    folders = contain.desk_folders(
+        paths, "jim", "shell", worktree, ["jim", "pam"], {"HOME": "/x"}, (), (repo, "hive/x/jim")
+    )
+    assert not any(w.startswith(common) for w in folders.writable), folders.writable
+    assert os.path.realpath(pam) not in folders.writable
+
+
+def test_a_desk_in_a_subfolder_of_its_worktree_works_in_the_whole_worktree(
+    tmp_path: Path,
+) -> None:
+    paths = HivePaths(tmp_path / "home")
+    repo = tmp_path / "repo"
+    (repo / "src").mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "src" / "x").write_text("x\n")
+    git(repo, "add", ".")
+    git(repo, "-c", "user.email=p@e", "-c", "user.name=P", "commit", "-q", "-m", "i")
+    worktree = paths.worktree("pam")
+    git(repo, "worktree", "add", "-q", "-b", "hive/s/pam", str(worktree))
+    folders = contain.desk_folders(
+        paths,
+        "pam",
+        "shell",
+        worktree / "src",
+        ["pam"],
+        {"HOME": "/x"},
+        (),
+        (repo / "src", "hive/s/pam"),
+    )
+    assert os.path.realpath(worktree) in folders.writable
+    assert f"{os.path.realpath(repo / '.git')}/objects" in folders.writable
