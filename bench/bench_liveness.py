@@ -511,8 +511,8 @@ def context_figures(requests: dict[str, list[Any]]) -> Context:
         if bodies and "contents" in (bodies[0] or {}):
             seen_g: Counter[tuple[str, str]] = Counter()
             for body in bodies:
-                here = Counter(gemini_injected(body or {}))
-                for key, count in here.items():
+                here_g = Counter(gemini_injected(body or {}))
+                for key, count in here_g.items():
                     for _ in range(count - seen_g[key]):
                         context.add(*key)
                     seen_g[key] = max(seen_g[key], count)
