@@ -268,6 +268,13 @@ ALLOWED: dict[tuple[str, str], str] = {
         "git's own layout in a desk's linked worktree: the repository folders its git "
         "writes, which a contained desk is given"
     ),
+    ("hive_core/agents/contain.py", "worktrees"): (
+        "git's own .git/worktrees of a desk's repository, which a contained desk's git writes"
+    ),
+    ("hive_core/agents/gemini.py", "tmp"): (
+        "Gemini CLI's own layout in a desk's GEMINI_CLI_HOME (.gemini/tmp holds its chat "
+        "records), not the office's run/tmp"
+    ),
     ("hive_core/agents/login.py", "worktrees"): (
         "git's own .git/worktrees (a linked worktree's main checkout), not the office's"
     ),
