@@ -801,10 +801,14 @@ def test_every_verb_has_help_with_examples(office_home: HivePaths) -> None:
 
 
 def test_the_installed_hive_command_has_the_task_verb(office_home: HivePaths) -> None:
-    env = {**os.environ, "HIVE_HOME": str(office_home.home), "HIVE_AGENT_ID": "michael"}
-    env.pop("HIVE_SECRET", None)
-    subprocess.run([HIVE_BIN, "task", "add", "a"], env=env, check=True, capture_output=True)
-    listed = subprocess.run(
-        [HIVE_BIN, "task", "list", "--json"], env=env, check=True, capture_output=True
+    """The console script reaches the task verbs (help runs in the caller's process; the
+    verbs themselves are tested above through the same code). The office answering here
+    only proves callers (ProvingOffice): it runs no `hive` verb, as it says."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HIVE_")}
+    env["HIVE_HOME"] = str(office_home.home)
+    shown = subprocess.run(
+        [HIVE_BIN, "task", "--help"], env=env, check=True, capture_output=True, text=True
     ).stdout
-    assert [t.title for t in msgspec.json.decode(listed, type=Ledger).tasks] == ["a"]
+    assert all(verb in shown for verb in ("add", "list", "update", "done"))
+    refused = subprocess.run([HIVE_BIN, "task", "list"], env=env, capture_output=True, text=True)
+    assert refused.returncode == 1 and "does not run `hive` verbs" in refused.stderr
