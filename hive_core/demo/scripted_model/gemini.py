@@ -21,11 +21,9 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import msgspec
@@ -33,12 +31,11 @@ import msgspec
 from hive_core.demo.scripted_model.scenario import (
     Predicate,
     Request,
-    Scenario,
     Text,
     ToolUse,
     Turn,
 )
-from hive_core.demo.scripted_model.server import Kind, RecordedRequest
+from hive_core.demo.scripted_model.server import Kind, RecordedRequest, ScriptedModel
 
 # Tokens the stand-in reports per call (usageMetadata): fixed, so a test can tell the
 # CLI's own records of them from anything estimated.
@@ -248,91 +245,18 @@ def side_answer(request: Request) -> dict[str, Any]:
 # --- the server ----------------------------------------------------------------------
 
 
-class ScriptedGemini:
+class ScriptedGemini(ScriptedModel):
     """The scripted Gemini API. `start()` returns the base URL to put in
     GOOGLE_GEMINI_BASE_URL; `requests` holds every request seen, oldest first."""
 
-    def __init__(self, scenario: Scenario) -> None:
-        self.scenario = scenario
-        self._requests: list[RecordedRequest] = []
-        self._changed = threading.Condition()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-
-    @property
-    def requests(self) -> list[RecordedRequest]:
-        with self._changed:
-            return list(self._requests)
-
-    @property
-    def main_requests(self) -> list[RecordedRequest]:
-        return [r for r in self.requests if r.kind == "main"]
-
-    @property
-    def base_url(self) -> str:
-        if self._server is None:
-            raise RuntimeError("ScriptedGemini is not started")
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    def start(self) -> str:
-        if self._server is not None:
-            return self.base_url
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever,
-            kwargs={"poll_interval": 0.05},
-            name="scripted-gemini",
-            daemon=True,
-        )
-        self._thread.start()
-        return self.base_url
-
-    def stop(self) -> None:
-        server, self._server = self._server, None
-        if server is None:
-            return
-        server.shutdown()
-        server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-    def __enter__(self) -> ScriptedGemini:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        return _handler_for(self)
 
     def wait_for(
         self, predicate: Callable[[RecordedRequest], bool], timeout: float = 60.0
     ) -> RecordedRequest:
-        """The first recorded request (past or future) satisfying `predicate`; raises
-        TimeoutError after `timeout` seconds."""
-        deadline = time.monotonic() + timeout
-        with self._changed:
-            while True:
-                for request in self._requests:
-                    if predicate(request):
-                        return request
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise TimeoutError(
-                        f"no matching request within {timeout} s; "
-                        f"saw {[(r.method, r.path, r.kind, r.turn) for r in self._requests]}"
-                    )
-                self._changed.wait(remaining)
-
-    def _record(self, request: RecordedRequest) -> None:
-        with self._changed:
-            self._requests.append(request)
-            self._changed.notify_all()
+        # Gemini asks its side questions (router, next speaker) before each turn.
+        return super().wait_for(predicate, timeout)
 
 
 def _model_of(path: str) -> str:

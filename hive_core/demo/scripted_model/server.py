@@ -289,7 +289,7 @@ class ScriptedModel:
                 if remaining <= 0:
                     raise TimeoutError(
                         f"no matching request within {timeout} s; "
-                        f"saw {[(r.method, r.path, r.kind) for r in self._requests]}"
+                        f"saw {[(r.method, r.path, r.kind, r.turn) for r in self._requests]}"
                     )
                 self._changed.wait(remaining)
 
