@@ -35,7 +35,7 @@ from hive_core.demo.scripted_model.scenario import (
     ToolUse,
     Turn,
 )
-from hive_core.demo.scripted_model.server import Kind, RecordedRequest, ScriptedModel
+from hive_core.demo.scripted_model.server import RecordedRequest, RecordingHandler, ScriptedModel
 
 # Tokens the stand-in reports per call (usageMetadata): fixed, so a test can tell the
 # CLI's own records of them from anything estimated.
@@ -266,23 +266,13 @@ def _model_of(path: str) -> str:
 
 
 def _handler_for(model: ScriptedGemini) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:
-            return
-
+    class Handler(RecordingHandler):
         def do_GET(self) -> None:
             self._record(None, "other", None)
             self._send_json(200, b"{}")
 
         def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            try:
-                body: Any = msgspec.json.decode(raw) if raw else None
-            except msgspec.DecodeError:
-                body = None
+            body = self._body()
             path = self.path.split("?", 1)[0]
             if not isinstance(body, dict):
                 self._record(body, "other", None)
@@ -320,32 +310,5 @@ def _handler_for(model: ScriptedGemini) -> type[BaseHTTPRequestHandler]:
                 return
             self._send_sse(encode_sse(stream_chunks(turn, _model_of(self.path))))
 
-        def _send_sse(self, payload: bytes) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Cache-Control", "no-cache")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        def _send_json(self, status: int, payload: bytes) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        def _record(self, body: Any, kind: Kind, turn: int | None) -> None:
-            model._record(
-                RecordedRequest(
-                    method=self.command,
-                    path=self.path,
-                    headers={k.lower(): v for k, v in self.headers.items()},
-                    body=body,
-                    kind=kind,
-                    turn=turn,
-                    at=time.time(),
-                )
-            )
-
+    Handler.model = model
     return Handler

@@ -38,7 +38,7 @@ from hive_core.demo.scripted_model.scenario import (
     ToolUse,
     Turn,
 )
-from hive_core.demo.scripted_model.server import Kind, RecordedRequest, ScriptedModel
+from hive_core.demo.scripted_model.server import RecordedRequest, RecordingHandler, ScriptedModel
 
 # Codex 0.169's shell tool for the gpt-5.1-codex family (`exec_command`: one command
 # line run in a PTY in the session's folder). Its default model (gpt-6.1-sol) offers only
@@ -396,12 +396,7 @@ class ScriptedResponses(ScriptedModel):
 
 
 def _handler_for(model: ScriptedResponses) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:
-            return
-
+    class Handler(RecordingHandler):
         def do_GET(self) -> None:
             self._record(None, "other", None)
             path = self.path.split("?", 1)[0]
@@ -412,22 +407,16 @@ def _handler_for(model: ScriptedResponses) -> type[BaseHTTPRequestHandler]:
                 self.send_header("Content-Length", "0")
                 self.end_headers()
                 return
-            self._send_json(b'{"models": []}' if path.endswith("/models") else b"{}")
+            self._send_json(200, b'{"models": []}' if path.endswith("/models") else b"{}")
 
         def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            body: Any
-            try:
-                body = msgspec.json.decode(raw) if raw else None
-            except msgspec.DecodeError:
-                body = None
+            body = self._body()
             path = self.path.split("?", 1)[0]
             if path.endswith("/responses") and isinstance(body, dict):
                 self._respond(body)
             else:
                 self._record(body, "other", None)
-                self._send_json(b"{}")
+                self._send_json(200, b"{}")
 
         def _respond(self, body: Request) -> None:
             turn, index = model.scenario.respond(claude_view(body))
@@ -445,38 +434,9 @@ def _handler_for(model: ScriptedResponses) -> type[BaseHTTPRequestHandler]:
                 payload = msgspec.json.encode(
                     {"error": {"type": turn.error.type, "message": turn.error.message}}
                 )
-                self.send_response(turn.error.status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
+                self._send_json(turn.error.status, payload)
                 return
-            payload = encode_sse(stream_events(turn, body))
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream; charset=utf-8")
-            self.send_header("Cache-Control", "no-cache")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
+            self._send_sse(encode_sse(stream_events(turn, body)))
 
-        def _send_json(self, payload: bytes) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        def _record(self, body: Any, kind: Kind, turn: int | None) -> None:
-            model._record(
-                RecordedRequest(
-                    method=self.command,
-                    path=self.path,
-                    headers={k.lower(): v for k, v in self.headers.items()},
-                    body=body,
-                    kind=kind,
-                    turn=turn,
-                    at=time.time(),
-                )
-            )
-
+    Handler.model = model
     return Handler

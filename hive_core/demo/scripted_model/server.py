@@ -299,15 +299,60 @@ class ScriptedModel:
             self._changed.notify_all()
 
 
+class RecordingHandler(BaseHTTPRequestHandler):
+    """What every scripted API's request handler shares: HTTP/1.1 (so the CLI's keep-alive
+    connections are served, not reset), no log lines (requests are recorded; stderr noise
+    would only clutter test output), the JSON body, the replies, and the recording.
+    `model` is the server a handler class is made for (`_handler_for` in each protocol)."""
+
+    protocol_version = "HTTP/1.1"
+    model: ScriptedModel
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def _body(self) -> Any:
+        """The request's JSON body; None when there is none or it is not JSON."""
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            return msgspec.json.decode(raw) if raw else None
+        except msgspec.DecodeError:
+            return None
+
+    def _send(
+        self, status: int, content_type: str, payload: bytes, headers: dict[str, str] | None = None
+    ) -> None:
+        self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def _send_json(self, status: int, payload: bytes) -> None:
+        self._send(status, "application/json", payload)
+
+    def _send_sse(self, payload: bytes) -> None:
+        self._send(200, "text/event-stream; charset=utf-8", payload, {"Cache-Control": "no-cache"})
+
+    def _record(self, body: Any, kind: Kind, turn: int | None) -> None:
+        self.model._record(
+            RecordedRequest(
+                method=self.command,
+                path=self.path,
+                headers={k.lower(): v for k, v in self.headers.items()},
+                body=body,
+                kind=kind,
+                turn=turn,
+                at=time.time(),
+            )
+        )
+
+
 def _handler_for(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        # HTTP/1.1 so the CLI's keep-alive connections are served, not reset.
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:
-            # Requests are recorded; stderr noise would only clutter test output.
-            return
-
+    class Handler(RecordingHandler):
         def do_HEAD(self) -> None:
             self._record(None, "other", None)
             self.send_response(200)
@@ -319,12 +364,7 @@ def _handler_for(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
             self._send_json(200, b"{}")
 
         def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            try:
-                body: Any = msgspec.json.decode(raw) if raw else None
-            except msgspec.DecodeError:
-                body = None
+            body = self._body()
             path = self.path.split("?", 1)[0]
             if path == "/v1/messages" and isinstance(body, dict):
                 self._messages(body)
@@ -343,13 +383,7 @@ def _handler_for(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
             if turn.error is not None:
                 self._send_error(turn.error)
             elif body.get("stream"):
-                payload = encode_sse(stream_events(turn, body))
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream; charset=utf-8")
-                self.send_header("Cache-Control", "no-cache")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
+                self._send_sse(encode_sse(stream_events(turn, body)))
             else:
                 self._send_json(200, msgspec.json.encode(build_message(turn, body)))
 
@@ -357,35 +391,13 @@ def _handler_for(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
             payload = msgspec.json.encode(
                 {"type": "error", "error": {"type": error.type, "message": error.message}}
             )
-            self.send_response(error.status)
-            if error.retry_after is None:
-                # The CLI would otherwise retry a 429 with backoff for minutes.
-                self.send_header("x-should-retry", "false")
-            else:
-                self.send_header("retry-after", str(error.retry_after))
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        def _send_json(self, status: int, payload: bytes) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        def _record(self, body: Any, kind: Kind, turn: int | None) -> None:
-            model._record(
-                RecordedRequest(
-                    method=self.command,
-                    path=self.path,
-                    headers={k.lower(): v for k, v in self.headers.items()},
-                    body=body,
-                    kind=kind,
-                    turn=turn,
-                    at=time.time(),
-                )
+            # The CLI would otherwise retry a 429 with backoff for minutes.
+            retry = (
+                {"x-should-retry": "false"}
+                if error.retry_after is None
+                else {"retry-after": str(error.retry_after)}
             )
+            self._send(error.status, "application/json", payload, retry)
 
+    Handler.model = model
     return Handler
