@@ -499,7 +499,7 @@ class Committer:
         interval: float = 0.5,
         author_name: str = "hive-office",
         author_email: str = "office@hive-office.local",
-        before_commit: Callable[[], None] | None = None,
+        before_commit: Callable[[], object] | None = None,
         on_problem: Callable[[str], None] | None = None,
         on_ok: Callable[[], None] | None = None,
         gc_every: float | None = GC_EVERY,
@@ -547,9 +547,10 @@ class Committer:
             raise ValueError(f"{path} is outside the hive {self._root}")
         return "" if rel == "." else rel
 
-    def touch(self, *paths: Path | str) -> None:
-        """Mark paths changed (files or folders, absolute or relative to the hive)."""
-        rels = [self._relative(p) for p in paths]
+    def touch(self, *paths: Path | str) -> frozenset[str]:
+        """Mark paths changed (files or folders, absolute or relative to the hive); their
+        hive-relative forms, for the note that accounts for them (`note(explains=...)`)."""
+        rels = frozenset(self._relative(p) for p in paths)
         with self._state:
             was_idle = not (self._paths or self._full)
             for rel in rels:
@@ -560,14 +561,19 @@ class Committer:
             wake = self._wake if was_idle and rels else None
         if wake:
             wake()
+        return rels
 
     def note(
-        self, category: str, detail: str = "", count: int = 1, paths: Iterable[Path | str] = ()
+        self,
+        category: str,
+        detail: str = "",
+        count: int = 1,
+        explains: frozenset[str] = frozenset(),
     ) -> None:
-        """Record what happened, for the next commit's message; `paths`: what it changed."""
-        rels = frozenset(self._relative(p) for p in paths)
+        """Record what happened, for the next commit's message; `explains`: the paths it
+        changed, as `touch` returned them."""
         with self._state:
-            self._notes.append(Note(category, detail, count, rels))
+            self._notes.append(Note(category, detail, count, explains))
 
     @property
     def pending(self) -> bool:

@@ -40,7 +40,7 @@ class EventPlane:
         states: AgentStates,
         providers: Mapping[str, Provider],
         *,
-        touch: Callable[..., None],
+        touch: Callable[..., object],
     ) -> None:
         self.paths = paths
         self.states = states

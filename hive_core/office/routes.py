@@ -254,13 +254,10 @@ class RouteDriver:
         """The router's report of one pass: from the route thread, or from the loop for
         the office's own notices and the passes at start and stop."""
         # The committer is thread-safe, and a burst touches thousands of paths.
-        self.committer.touch(*stats.touched)
-        # The pass's touched paths are what its notes account for: given once (a burst
-        # is thousands of paths and as many notes).
-        explains: set[Path] = stats.touched
+        # The pass's touched paths are what its notes account for.
+        explains = self.committer.touch(*stats.touched)
         for kind, _who in stats.notes:
-            self.committer.note(kind, paths=explains)
-            explains = set()
+            self.committer.note(kind, explains=explains)
         loop = self.loop
         try:
             here = asyncio.get_running_loop()

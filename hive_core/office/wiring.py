@@ -26,7 +26,7 @@ from hive_core.agents.supervisor import Supervisor
 from hive_core.clients.protocol import PROTOCOL_VERSION, Welcome
 from hive_core.clients.screens import Screens
 from hive_core.clients.server import ClientServer
-from hive_core.committer import Committer
+from hive_core.committer import COMMIT_COMPONENT, Committer
 from hive_core.config import load_office
 from hive_core.control import ControlServer, Listener, keep_sockets
 from hive_core.cost import CostWatch
@@ -99,8 +99,8 @@ class Office(PersonActions):
         self.committer = Committer(
             paths.hive,
             before_commit=lambda: self.committer.touch(*self.log_rotation()),
-            on_problem=lambda detail: self.health.report("commit", detail),
-            on_ok=lambda: self.health.clear("commit"),
+            on_problem=lambda detail: self.health.report(COMMIT_COMPONENT, detail),
+            on_ok=lambda: self.health.clear(COMMIT_COMPONENT),
         )
         previous = read_registry(paths)
         known = {e.id: e for e in previous.agents} if previous else {}

@@ -182,12 +182,10 @@ def test_commit_all_on_an_empty_repo_commits_nothing(tmp_path: Path) -> None:
 
 def test_many_touches_make_one_commit_with_counts(repo: Path, committer: Committer) -> None:
     for i in range(30):
-        done = write(repo, f"agents/jim/inbox/.done/m{i:02}.json")
-        committer.touch(done)
-        committer.note("route", paths=[done])
-    board = write(repo, "board.md", "# Board\nplan\n")
-    committer.note("board", "updated by michael", paths=[board])
-    committer.touch(board)
+        done = committer.touch(write(repo, f"agents/jim/inbox/.done/m{i:02}.json"))
+        committer.note("route", explains=done)
+    board = committer.touch(write(repo, "board.md", "# Board\nplan\n"))
+    committer.note("board", "updated by michael", explains=board)
     head = committer.commit_now()
     assert head is not None
     assert git(repo, "rev-parse", "HEAD").strip() == head
@@ -305,9 +303,8 @@ def test_full_commit_catches_unreported_changes(repo: Path, committer: Committer
 
 def test_live_lock_blocks_without_losing_the_change(repo: Path, committer: Committer) -> None:
     lock = repo / ".git" / "index.lock"
-    board = write(repo, "board.md", "v2")
-    committer.touch(board)
-    committer.note("board", "updated by michael", paths=[board])
+    board = committer.touch(write(repo, "board.md", "v2"))
+    committer.note("board", "updated by michael", explains=board)
     with open(lock, "w"):
         # Old but held open by this process: live, so it must stay.
         age(lock, STALE_LOCK_AGE * 10)
@@ -400,9 +397,8 @@ def test_run_batches_a_burst_and_loses_no_note(repo: Path, committer: Committer)
 
     async def burst() -> None:
         for i in range(total):
-            routed = write(repo, f"agents/dwight/inbox/m{i:03}.json")
-            committer.touch(routed)
-            committer.note("route", paths=[routed])
+            routed = committer.touch(write(repo, f"agents/dwight/inbox/m{i:03}.json"))
+            committer.note("route", explains=routed)
             if i % 10 == 0:
                 await asyncio.sleep(0.01)
         await until(None, lambda: not committer.pending, "the committer to catch up")
@@ -527,8 +523,7 @@ def test_log_rotates_into_segments_each_committed_once(office: HivePaths) -> Non
     async def appends() -> None:
         for n in range(total):
             append_line(office.log, log_line(n))
-            rotating.touch(office.log)
-            rotating.note("route", paths=[office.log])
+            rotating.note("route", explains=rotating.touch(office.log))
             if n % 5 == 0:
                 await until(None, lambda: not rotating.pending, "the committer to catch up")
 
