@@ -478,8 +478,15 @@ class Office(PersonActions):
         # first frame is not held back by a backlog or a large hive.
         await loop.run_in_executor(self.routes.thread, self._start_up)
         # Before any agent starts: what one leaves behind must never reach init. Given
-        # back at the end, for a program that hosts the office and goes on (a test).
+        # back however the run ends (a cancelled shutdown too), for a program that hosts
+        # the office and goes on (a test, the app).
         was_subreaper = set_subreaper(True)
+        try:
+            await self._serve(stop, loop)
+        finally:
+            set_subreaper(was_subreaper)
+
+    async def _serve(self, stop: asyncio.Event, loop: asyncio.AbstractEventLoop) -> None:
         kicks = KickServer(self.paths.kick_socket, self.routes.request_scan)
         await kicks.start()
         await self.hooks.start()
@@ -551,7 +558,6 @@ class Office(PersonActions):
             await self.supervisor.stop_all()
             # What the agents left behind ends with them.
             await asyncio.to_thread(self.strays.end)
-            set_subreaper(was_subreaper)
             await self.clients.stop()
             await self.hooks.stop()
             # As the office's own: a remote CLI's last hooks (SessionEnd) still answered.
