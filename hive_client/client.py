@@ -66,6 +66,9 @@ LOCAL = {
 # the verb names an office this process has not looked up, and `log --follow` lives
 # until Ctrl+C.
 _LOCAL_WORDS = frozenset({"-h", "--help", "--version", "--home"})
+# Set in a contained desk's environment (hive_core/agents/supervisor.py); a desk that
+# unsets it runs LOCAL verbs in its own walls, where their writes fail.
+CONTAINED_ENV = "HIVE_CONTAINED"
 _DEFAULT_HOME = "~/.hive-office"  # hive_core.paths.DEFAULT_HOME (tests pin the two together)
 _CONTROL = ("run", "control.sock")  # hive_core.paths.HivePaths.control_socket, likewise
 
@@ -102,10 +105,13 @@ def split_home(argv: list[str]) -> tuple[str | None, list[str]]:
     return home, argv
 
 
-def runs_in_office(words: list[str]) -> bool:
+def runs_in_office(words: list[str], *, contained: bool = False) -> bool:
     """Whether the office runs `hive WORDS` (words from the verb on) while it runs;
-    False: the calling process runs it (LOCAL, and the command lines said there)."""
-    if not words or words[0].startswith("-") or words[0] in LOCAL:
+    False: the calling process runs it (LOCAL, and the command lines said there). A
+    contained desk's LOCAL verbs go to the office too: its process cannot write what they
+    write (memory.db, the CI-log cache), so the office runs them as the desk, in a
+    process of their own (office/verbs.py)."""
+    if not words or words[0].startswith("-") or (words[0] in LOCAL and not contained):
         return False
     for word in words[1:]:
         if word == "--":
@@ -154,7 +160,7 @@ def run(argv: list[str]) -> int | None:
         # The remote desk's words go as they are: the office checks a --home itself.
         return _call(remote, argv, None)
     home, words = split_home(argv)
-    if not runs_in_office(words):
+    if not runs_in_office(words, contained=os.environ.get(CONTAINED_ENV) == "1"):
         return None
     home = home_path(home)
     return _call(control_socket(home), words, home)

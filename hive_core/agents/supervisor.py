@@ -21,6 +21,7 @@ from pathlib import Path
 import msgspec
 
 import cth_hook
+from hive_client.client import CONTAINED_ENV
 from hive_core.agents import contain
 from hive_core.agents.identity import identity_text, system_prompt
 from hive_core.agents.login import (
@@ -361,6 +362,7 @@ class Supervisor:
         tmp = self.paths.desk_tmp(spec.id)
         tmp.mkdir(parents=True, exist_ok=True)
         launch.env["TMPDIR"] = str(tmp)
+        launch.env[CONTAINED_ENV] = "1"
         launch.argv[:] = contain.contained_argv(spec.provider, launch.argv)
         return plan.grants, None
 

@@ -17,9 +17,11 @@ loop, with the same code a `hive` process runs (cli/hive.run), as that caller:
   (READ), from its cwd and with what it may read, never by the office's.
 
 A remote desk's verb runs here as the desk, as a verb relayed from its host (files named
-on its command line are refused, its cwd is the host's: cli/common.py); the verbs the
-thin client keeps in the caller's process (hive_client.client.LOCAL) run for a desk in a
-process of their own (remote/relay.py), since its host has no office files.
+on its command line are refused, its cwd is the host's: cli/common.py). The verbs the
+thin client keeps in the caller's process (hive_client.client.LOCAL) reach the office
+only from a desk whose process cannot run them, a remote one (its host has no office
+files) or a contained one (it cannot write memory.db or the CI-log cache): they run as
+the desk in a process of their own (remote/relay.py). From anyone else they are refused.
 
 Output has no backpressure: a verb's output is what it prints for one command, and the
 office holds it until the connection takes it. A caller that goes away does not stop a
@@ -85,6 +87,19 @@ GONE = f"{errno.ECONNRESET}\n{GONE_WHY}".encode()  # a FILE_ERROR's data, as the
 CLOSE_WAIT_S = 10.0
 
 
+LOCAL_REFUSED = (
+    "hive: this verb runs in your own process, not in the office's; "
+    "unset HIVE_CONTAINED and run it again.\n"
+)
+
+
+async def _refuse(writer: asyncio.StreamWriter, text: str) -> None:
+    with contextlib.suppress(ConnectionError):
+        writer.write(frame(STDERR, text.encode()[:FRAME_MAX]))
+        writer.write(exit_frame(REFUSED))
+        await writer.drain()
+
+
 class Verbs:
     """Runs `hive` verbs for the control servers (their `relay`)."""
 
@@ -100,8 +115,15 @@ class Verbs:
     async def __call__(
         self, call: VerbCall, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
-        if call.desk is not None and not runs_in_office(split_home(list(call.req.argv))[1]):
-            await self._relay(call.desk, call.req, reader, writer)
+        if not runs_in_office(split_home(list(call.req.argv))[1]):
+            # A verb that lives in its caller's process (LOCAL), sent by a desk whose
+            # process cannot run it: a remote desk's host has no office files, a contained
+            # desk cannot write what it writes. It runs as the desk in a process of its own.
+            desk = call.desk if call.desk is not None else call.who.owner
+            if desk is None or call.who.stray:
+                await _refuse(writer, LOCAL_REFUSED)
+                return
+            await self._relay(desk, call.req, reader, writer, here=call.desk is None)
             return
         task = asyncio.current_task()
         if task is not None:

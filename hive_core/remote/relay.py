@@ -1,17 +1,20 @@
-"""The office's side of a remote desk's `hive` verb that runs in a process of its own.
+"""The office's side of a desk's `hive` verb that runs in a process of its own.
 
-A remote host has no hive files, so `hive` there sends each verb over the desk's
-forwarded control socket (hive_client/client.py). The office runs most of them itself,
-as the desk (office/verbs.py); those the thin client keeps in the caller's process
-(hive_client.client.LOCAL: `hive mcp`, `log -f`, ...) cannot run on the host, so this
-runs the office's own `hive` console script as a child for them, once the claim is
-checked (control.decide_desk), with HIVE_HOME the office's home, HIVE_AGENT_ID the desk
-and HIVE_SECRET its current secret, so the child proves itself to the office as every
-local verb does. Its cwd is the office home (the remote cwd is not on this machine; the
-child gets it as HIVE_REMOTE_CWD, and a file named on the command line is refused there,
-cli/common.py). stdin, stdout and stderr go over the connection in frames (the client's
-wire: WANT at once, since the child may read stdin any time; the exit code last); a
-client that goes away, or sends what is not a stdin frame, gets its child killed.
+The verbs the thin client keeps in the caller's process (hive_client.client.LOCAL:
+`hive mcp`, `memory`, `ci-logs`, ...) cannot run there for two kinds of desk: a remote
+desk's host has no hive files, and a contained desk (agents/contain.py) cannot write
+what they write. `hive` there sends them over the control socket, and this runs the
+office's own `hive` console script as a child for them, once the caller is known (a
+remote desk's claim checked by control.decide_desk; a local caller attributed by its
+process), with HIVE_HOME the office's home, HIVE_AGENT_ID the desk and HIVE_SECRET its
+current secret, so the child proves itself to the office as every local verb does. Its
+cwd is the contained desk's own, or for a remote desk the office home (the host's cwd
+is not on this machine). Either way the child gets the caller's cwd as HIVE_REMOTE_CWD,
+and a file named on the command line is refused (cli/common.py): the office's process
+reads no file for a desk. stdin, stdout and stderr go over the connection in frames
+(the client's wire: WANT at once, since the child may read stdin any time; the exit code
+last); a client that goes away, or sends what is not a stdin frame, gets its child
+killed.
 """
 
 from __future__ import annotations
@@ -90,10 +93,14 @@ class Relay:
         req: ControlRequest,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
+        *,
+        here: bool = False,
     ) -> None:
         """Run `hive req.argv` as `desk` with its streams on this connection (the ok
-        reply is already sent). Returns when the child is gone and its code sent."""
+        reply is already sent). Returns when the child is gone and its code sent. `here`:
+        the desk runs on this machine (a contained one), so its cwd is the child's."""
         secret = self._secret_of(desk) or ""
+        cwd = req.cwd if here and os.path.isabs(req.cwd) and os.path.isdir(req.cwd) else self.home
         try:
             proc = await asyncio.create_subprocess_exec(
                 *hive_command(),
@@ -101,7 +108,7 @@ class Relay:
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                cwd=self.home,
+                cwd=cwd,
                 env=child_env(os.environ, self.home, desk, secret, req),
                 # Its own group: killed with whatever it started.
                 start_new_session=True,

@@ -45,10 +45,8 @@ def floor(short_tmp: Path) -> Iterator[tuple[ClaudeOffice, FakeGh]]:
         },
         agents=("jim",),
     )
-    # Uncontained, as the codex and gemini CI-log tests are: a contained desk cannot write
-    # the office's CI-log cache yet (the verb runs in the desk's process; issue 24 open).
-    toml = office.home / "office.toml"
-    toml.write_text(toml.read_text().replace("[office]\n", "[office]\ncontain = false\n", 1))
+    # The desk is contained: its `hive ci-logs view` runs in a process the office starts
+    # for it, which writes the office's CI-log cache (one download below proves it kept).
     office.env["PATH"] = f"{gh.folder}:{office.env['PATH']}"
     with serving(office, root / "serve.log"):
         yield office, gh

@@ -339,9 +339,9 @@ def test_token_usage_from_codex_records_reaches_hive_office_cost(
 def test_gh_run_view_log_is_served_from_the_ci_log_cache(
     office_with: Callable[..., ClaudeOffice], short_tmp: Path
 ) -> None:
-    # In the desk's own folder: a contained desk writes nowhere else (the fake gh logs its
-    # calls beside itself).
-    gh = FakeGh(short_tmp / "project" / "fakebin")
+    # The desk is contained: `hive ci-logs view` runs in a process the office starts for
+    # it (the fake gh, and the cache it fills, are written from there).
+    gh = FakeGh(short_tmp / "fakebin")
     command = f"gh run view 123 --log-failed --repo {REPO}"
     office = office_with(
         [
@@ -349,10 +349,6 @@ def test_gh_run_view_log_is_served_from_the_ci_log_cache(
             turn(call_output_says("quasarflux"), shell(command)),
             turn(has_call_output(), "Read it."),
         ],
-        # The cache lives in the office home's ci-logs/, which a contained desk may not
-        # write (its `hive ci-logs view` then says "fetched, not kept"): the same for
-        # every vendor, so this test of the codex rewrite runs the desk uncontained.
-        office_options="contain = false",
     )
     office.env["PATH"] = f"{gh.folder}:{office.env['PATH']}"
     model = model_of(office)

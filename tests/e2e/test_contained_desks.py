@@ -227,6 +227,74 @@ def test_a_contained_desk_does_its_own_work(office: Office) -> None:
     assert (paths.mailbox("pam").done / f"{msg_id}.json").exists()
 
 
+def test_a_contained_desk_keeps_and_searches_its_memory_through_the_office(
+    office: Office,
+) -> None:
+    """memory.db holds every desk's private memory, so a contained desk can neither read
+    nor write it: its `hive memory` verbs run in a process the office starts as the desk
+    (remote/relay.py), with the scopes the store enforces for that desk."""
+    paths = office.paths
+    assert office.in_desk("jim", f"cat {paths.memory_db}").rc != 0
+    noted = office.in_desk("jim", "hive memory note 'the staging box reboots at 02:00'")
+    assert noted.rc == 0, noted.out
+    assert "staging box" in paths.mailbox("jim").notes.read_text()
+    found = office.in_desk("jim", "hive memory search 'staging box' --scope own --json")
+    assert found.rc == 0, found.out
+    [hit] = json.loads(found.out[found.out.index("[") :])
+    assert hit["entry"]["owner"] == "jim" and "02:00" in hit["entry"]["text"]
+    # The same verb as pam finds nothing of jim's: the office ran it as the desk that asked.
+    theirs = office.in_desk("pam", "hive memory search 'staging box' --scope all")
+    assert theirs.rc == 0 and "No matches." in theirs.out, theirs.out
+
+
+# A client of `hive mcp` as an agent's CLI is one: JSON-RPC lines over the server's stdio.
+MCP_CLIENT = """
+import json, subprocess
+server = subprocess.Popen(["hive", "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+def call(n, method, params):
+    server.stdin.write(json.dumps({"jsonrpc": "2.0", "id": n, "method": method, "params": params}) + "\\n")
+    server.stdin.flush()
+    return json.loads(server.stdout.readline())
+call(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                        "clientInfo": {"name": "desk", "version": "1"}})
+server.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\\n")
+wrote = call(2, "tools/call", {"name": "memory_write", "arguments": {"text": "mcp: ports 8000-8100 are ours"}})
+print(json.dumps(wrote["result"]["structuredContent"]))
+server.stdin.close()
+server.wait(30)
+"""
+
+
+def test_a_contained_desks_mcp_server_writes_its_memory(office: Office) -> None:
+    """The agent's CLI starts `hive mcp` in the desk, where memory cannot be written: the
+    server runs in a process the office starts as the desk, over the same pipes."""
+    client = office.paths.desk_tmp("jim") / "mcp_client.py"
+    client.write_text(MCP_CLIENT)
+    done = office.in_desk("jim", f"{sys.executable} {client}")
+    assert done.rc == 0, done.out
+    written = json.loads(done.out.strip().splitlines()[-1])
+    assert written["id"], written
+    assert "ports 8000-8100" in office.paths.mailbox("jim").notes.read_text()
+
+
+def test_verbs_of_the_callers_own_process_reach_the_office_only_from_a_desk(
+    office: Office,
+) -> None:
+    """The person's `hive memory` runs in the person's process; sent to the office as a
+    contained desk sends it, it is refused with what to do, and nothing runs."""
+    env = {**office.env(), "HIVE_CONTAINED": "1"}
+    sent = subprocess.run(
+        [str(BIN / "hive"), "memory", "search", "staging", "--scope", "office"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert sent.returncode != 0 and "unset HIVE_CONTAINED" in sent.stderr, sent
+    own = office.person("hive", "memory", "search", "staging", "--scope", "office")
+    assert own.rc == 0, own.out
+
+
 # A hook frame as cth-hook sends it, to the office's hook socket: the reply line.
 HOOK_CLIENT = """
 import json, os, socket

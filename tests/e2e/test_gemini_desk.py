@@ -682,10 +682,6 @@ def test_gh_run_view_is_read_from_the_ci_log_cache(
             turn(has_tool_result(), "Read it."),
         ]
     )
-    # Uncontained: a contained desk cannot write the office's CI-log cache (the log is
-    # then "fetched, not kept"); the rewrite is what is tested here.
-    toml = floor.home / "office.toml"
-    toml.write_text(toml.read_text().replace("[office]\n", "[office]\ncontain = false\n"))
     gh = FakeGh(floor.root / "fakebin")
     floor.env["PATH"] = f"{gh.folder}{os.pathsep}{floor.env['PATH']}"
     floor.serve()

@@ -391,6 +391,11 @@ def test_what_stays_in_the_callers_process() -> None:
     for words in (["send", "--to", "pam", "-"], ["log", "-n", "5"], ["task", "list"]):
         assert runs_in_office(words), words
     assert set(LOCAL) == {"mcp", "memory", "merge", "ci-logs"}
+    # A contained desk's process cannot write what those verbs write: they go to the
+    # office, which runs them as the desk in a process of its own. Help stays here.
+    for verb in LOCAL:
+        assert runs_in_office([verb, "x"], contained=True), verb
+    assert not runs_in_office(["memory", "--help"], contained=True)
 
 
 def test_the_client_knows_the_office_layout() -> None:
