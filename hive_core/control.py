@@ -245,6 +245,9 @@ class ControlServer:
         except msgspec.DecodeError as e:
             return refused(f"not a request ({str(e)[:200]})")
         if self.desk is not None:
+            refusal = link_refusal(self.desk, self.who(sock))
+            if refusal is not None:
+                return refused(refusal)
             decided = decide_desk(self.desk, req, self._agents)
             if not decided.ok or req.cmd == "whoami":
                 return decided
@@ -455,6 +458,15 @@ def decide_whoami(
             "HIVE_AGENT_ID and HIVE_SECRET to act as the person.",
         ), None
     return ControlReply(ok=True, detail=claimed), claimed
+
+
+def link_refusal(desk: str, who: Attributed | ControlReply) -> str | None:
+    """Why a connection to remote desk `desk`'s own socket is refused (None: it is not).
+    Only the desk's ssh link connects there (the host's processes come through it); a
+    local process, another desk's above all, would act as `desk` with no claim to prove."""
+    if isinstance(who, Attributed) and who.owner == desk and not who.stray:
+        return None
+    return f"a connection to {desk}'s own socket from a process that is not its ssh link"
 
 
 def decide_desk(desk: str, req: ControlRequest, agents: Mapping[str, AgentState]) -> ControlReply:

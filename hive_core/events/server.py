@@ -15,8 +15,9 @@ environment. The person's process is not refused there (nothing of an agent's is
 person's but what escaped the office's tree, the documented limit).
 
 A remote desk X has a hook socket of its own (run/desks/X.hook.sock, forwarded by its ssh
-link from the host): a frame there must be X's (`desk_refusal`), so another desk cannot
-use X's link, whatever secret it holds; it is refused like a bad secret, told once.
+link from the host): a frame there must be X's (`desk_refusal`) and come through X's ssh
+link (`control.link_refusal`), so no local process can use X's link, whatever secret it
+holds; it is refused like a bad secret, told once.
 
 A socket holds at most conncap.CONNECTIONS_MAX connections: past it the oldest that has
 sent nothing is closed (a flood of idle connections must not take the office's file
@@ -37,7 +38,7 @@ from typing import Any
 import msgspec
 
 from hive_core.conncap import BACKLOG, ConnectionCap, raise_fd_limit
-from hive_core.control import Attributed, socket_identity
+from hive_core.control import Attributed, link_refusal, socket_identity
 from hive_core.schema import HOOK_FRAME_MAX, ControlReply, HookFrame, HookReply
 
 Handler = Callable[[str, dict[str, Any]], Awaitable[HookReply]]
@@ -153,6 +154,8 @@ class HookServer:
             self._rejected("?", f"a frame nested deeper than {EVENT_DEPTH_MAX} levels")
             return None
         refusal = desk_refusal(self.desk, frame.agent)
+        if refusal is None and self.desk is not None and self._who is not None:
+            refusal = link_refusal(self.desk, self._who(sock))
         if refusal is not None:
             claimed = frame.agent[:64]
             if claimed not in self._refused:

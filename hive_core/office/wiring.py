@@ -285,6 +285,7 @@ class Office(PersonActions):
             rejected=self.plane.rejected,
             failed=self.plane.failed,
             desk=agent_id,
+            who=lambda sock: self.control.who(sock),
         )
         control = ControlServer(
             self.paths.desk_socket(agent_id, "control"),

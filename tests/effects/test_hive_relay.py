@@ -3,8 +3,8 @@
 A real office (no agent CLIs) whose roster has a desk `jim` on another host: the office
 listens on run/desks/jim.{hook,control}.sock because of the roster. The real `hive`
 command runs as "the remote side" would run it: HIVE_REMOTE=1, HIVE_CONTROL pointing at
-jim's socket (directly, or at the remote end of a real `ssh -R` forward), no HIVE_HOME,
-in a folder that is no office.
+the remote end of jim's ssh link (a real `ssh -R` to a private sshd, registered as
+jim's process), no HIVE_HOME, in a folder that is no office.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from hive_core.hive import init_office
 from hive_core.office import Office
 from hive_core.paths import HivePaths
 from hive_core.schema import ControlRequest
-from tests.sshd_support import running_sshd
+from tests.sshd_support import SshHost, running_sshd
 from tests.support import wait_for
 
 BIN = Path(sys.executable).parent
@@ -104,6 +104,41 @@ def served(short_tmp: Path) -> Iterator[Served]:
     office.close()
 
 
+class Link:
+    """jim's ssh link, as the office's supervisor starts it: a real `ssh -R` of the desk's
+    two sockets to "the host" (a private sshd), jim's process as far as the office can
+    tell. Its forwarded ends (`control`, `hook`) are what the host's `hive` connects to."""
+
+    def __init__(self, served: Served, host: SshHost, remote: Path) -> None:
+        self.control, self.hook = remote / "control.sock", remote / "hook.sock"
+        desk = served.paths.desk_socket
+        self.proc = subprocess.Popen(
+            ["ssh", *host.ssh_args, "-o", "BatchMode=yes", "-o", "ExitOnForwardFailure=yes",
+             "-N", "-R", f"{self.control}:{desk('jim', 'control')}",
+             "-R", f"{self.hook}:{desk('jim', 'hook')}", host.alias],
+            stderr=subprocess.PIPE,
+        )  # fmt: skip
+        with served.office.states.edit("jim"):
+            served.office.states["jim"].pid = self.proc.pid
+        wait_for(lambda: self.control.exists() and self.hook.exists(), "jim's forwarded sockets")
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+
+@pytest.fixture
+def link(served: Served, short_tmp: Path) -> Iterator[Link]:
+    remote = short_tmp / "remote"
+    remote.mkdir(mode=0o700)
+    with running_sshd(short_tmp / "ssh") as host:
+        running = Link(served, host, remote)
+        try:
+            yield running
+        finally:
+            running.close()
+
+
 def remote_env(control: Path, agent: str | None, secret: str | None) -> dict[str, str]:
     """The environment of a process on jim's host: no hive files, no HIVE_HOME."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("HIVE_")}
@@ -138,10 +173,11 @@ def from_jim(office: Served, to: str, subject: str) -> list[dict[str, Any]]:
     return [m for m in office.inbox(to) if m["from"] == "jim" and m["subject"] == subject]
 
 
-def test_verbs_run_as_the_desk_whose_socket_carried_them(served: Served, short_tmp: Path) -> None:
-    control = served.paths.desk_socket("jim", "control")
-    assert served.paths.desk_socket("jim", "hook").exists()
-    assert (control.parent.stat().st_mode & 0o777) == 0o700
+def test_verbs_run_as_the_desk_whose_socket_carried_them(
+    served: Served, link: Link, short_tmp: Path
+) -> None:
+    assert (served.paths.desk_socket("jim", "control").parent.stat().st_mode & 0o777) == 0o700
+    control = link.control
     away = short_tmp / "remote-cwd"
     away.mkdir()
     secret = served.secret("jim")
@@ -174,19 +210,19 @@ def test_verbs_run_as_the_desk_whose_socket_carried_them(served: Served, short_t
 
 
 def test_a_desks_verb_runs_in_the_office_with_no_second_interpreter(
-    served: Served, short_tmp: Path
+    served: Served, link: Link, short_tmp: Path
 ) -> None:
     """The host's `hive` is the thin client (no msgspec, no click there), and the office
     runs the verb on one of its threads: the relay's child process is for the verbs
     that stay apart (hive_client.client.LOCAL, `log -f`) only."""
-    control = served.paths.desk_socket("jim", "control")
+    control = link.control
     verbs = served.office.verbs
     relayed: list[list[str]] = []
     relay = verbs._relay
 
-    async def counting(desk: str, req: ControlRequest, *streams: Any) -> None:
+    async def counting(desk: str, req: ControlRequest, *streams: Any, **how: Any) -> None:
         relayed.append(list(req.argv))
-        await relay(desk, req, *streams)
+        await relay(desk, req, *streams, **how)
 
     verbs._relay = counting  # type: ignore[assignment]
     env = remote_env(control, "jim", served.secret("jim"))
@@ -207,8 +243,10 @@ def test_a_desks_verb_runs_in_the_office_with_no_second_interpreter(
     assert relayed == [["memory", "--help"]]
 
 
-def test_a_client_that_goes_away_takes_its_verb_along(served: Served, short_tmp: Path) -> None:
-    control = served.paths.desk_socket("jim", "control")
+def test_a_client_that_goes_away_takes_its_verb_along(
+    served: Served, link: Link, short_tmp: Path
+) -> None:
+    control = link.control
     follow = subprocess.Popen(
         [HIVE, "log", "-f"],
         env=remote_env(control, "jim", served.secret("jim")),
@@ -224,16 +262,20 @@ def test_a_client_that_goes_away_takes_its_verb_along(served: Served, short_tmp:
     assert not Path(f"/proc/{pids[0]}").exists()
 
 
-def test_a_desk_socket_that_vanishes_is_put_back(served: Served, short_tmp: Path) -> None:
+def test_a_desk_socket_that_vanishes_is_put_back(
+    served: Served, link: Link, short_tmp: Path
+) -> None:
     control = served.paths.desk_socket("jim", "control")
     control.unlink()
     wait_for(control.exists, "jim's control socket to be listened on again")
-    done = remote_hive(short_tmp, control, "inbox", secret=served.secret("jim"))
+    done = remote_hive(short_tmp, link.control, "inbox", secret=served.secret("jim"))
     assert done.returncode == 0, done.stderr
 
 
-def test_another_desks_claim_on_this_socket_is_refused(served: Served, short_tmp: Path) -> None:
-    control = served.paths.desk_socket("jim", "control")
+def test_another_desks_claim_on_this_socket_is_refused(
+    served: Served, link: Link, short_tmp: Path
+) -> None:
+    control = link.control
     for agent, secret in (("pam", served.secret("pam")), ("jim", served.secret("pam"))):
         done = remote_hive(short_tmp, control, "send", "--to", "michael", "--subject", "forged",
                            "--body", "x", agent=agent, secret=secret)  # fmt: skip
@@ -248,20 +290,44 @@ def test_another_desks_claim_on_this_socket_is_refused(served: Served, short_tmp
     assert main.returncode == 1 and "stale or forged" in main.stderr, main.stderr
 
 
-def test_a_hook_frame_for_another_agent_gets_no_answer_on_a_desk_socket(served: Served) -> None:
-    def ask(agent: str) -> bytes:
-        frame = {"agent": agent, "secret": served.secret(agent), "event": {}}
-        with socket.socket(socket.AF_UNIX) as s:
-            s.connect(str(served.paths.desk_socket("jim", "hook")))
-            s.sendall(json.dumps(frame).encode() + b"\n")
-            return s.makefile("rb").readline()
-
-    assert json.loads(ask("jim"))["exit"] == 0
-    assert ask("pam") == b""
+def hook_frame(path: Path, agent: str, secret: str) -> bytes:
+    """The reply line to a hook frame sent to `path` (b"": none)."""
+    frame = {"agent": agent, "secret": secret, "event": {}}
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(str(path))
+        s.sendall(json.dumps(frame).encode() + b"\n")
+        return s.makefile("rb").readline()
 
 
-def test_hive_mcp_works_through_the_relay(served: Served, short_tmp: Path) -> None:
-    control = served.paths.desk_socket("jim", "control")
+def test_a_hook_frame_for_another_agent_gets_no_answer_on_a_desk_socket(
+    served: Served, link: Link
+) -> None:
+    assert json.loads(hook_frame(link.hook, "jim", served.secret("jim")))["exit"] == 0
+    assert hook_frame(link.hook, "pam", served.secret("pam")) == b""
+
+
+def test_only_the_desks_ssh_link_connects_to_its_sockets(
+    served: Served, link: Link, short_tmp: Path
+) -> None:
+    """A local process (another desk's, or anyone's) connecting to jim's own sockets
+    directly would be taken as jim with nothing to prove: refused, its frame unanswered;
+    the same verb and frame through jim's link are jim's."""
+    secret = served.secret("jim")
+    direct = served.paths.desk_socket("jim", "control")
+    forged = remote_hive(short_tmp, direct, "send", "--to", "michael", "--subject", "forged",
+                         "--body", "x", secret=secret)  # fmt: skip
+    assert forged.returncode == 1 and "not its ssh link" in forged.stderr, forged.stderr
+    assert served.sent("jim") == [] and served.inbox("michael") == []
+    assert hook_frame(served.paths.desk_socket("jim", "hook"), "jim", secret) == b""
+    through = remote_hive(short_tmp, link.control, "send", "--to", "michael", "--subject",
+                          "through the link", "--body", "x", secret=secret)  # fmt: skip
+    assert through.returncode == 0, through.stderr
+    wait_for(lambda: from_jim(served, "michael", "through the link"), "jim's message")
+    assert json.loads(hook_frame(link.hook, "jim", secret))["exit"] == 0
+
+
+def test_hive_mcp_works_through_the_relay(served: Served, link: Link, short_tmp: Path) -> None:
+    control = link.control
     env = remote_env(control, "jim", served.secret("jim"))
 
     async def talk() -> Any:
@@ -273,31 +339,3 @@ def test_hive_mcp_works_through_the_relay(served: Served, short_tmp: Path) -> No
     result = asyncio.run(asyncio.wait_for(talk(), 120))
     assert not result.is_error, result.content
     wait_for(lambda: from_jim(served, "pam", "over mcp"), "the message sent over MCP")
-
-
-def test_hive_send_through_a_real_ssh_forward(served: Served, short_tmp: Path) -> None:
-    remote = short_tmp / "remote"
-    remote.mkdir(mode=0o700)
-    with running_sshd(short_tmp / "ssh") as host:
-        link = subprocess.Popen(
-            ["ssh", *host.ssh_args, "-o", "BatchMode=yes", "-o", "ExitOnForwardFailure=yes",
-             "-N", "-R", f"{remote}/control.sock:{served.paths.desk_socket('jim', 'control')}",
-             host.alias],
-            stderr=subprocess.PIPE,
-        )  # fmt: skip
-        try:
-            forwarded = remote / "control.sock"
-            wait_for(forwarded.exists, "the forwarded control socket on the remote side")
-            done = remote_hive(remote, forwarded, "send", "--to", "pam", "--subject", "via ssh",
-                               "--body", "over the link", secret=served.secret("jim"))  # fmt: skip
-            assert done.returncode == 0, done.stderr
-            wait_for(lambda: from_jim(served, "pam", "via ssh"), "the message sent over ssh")
-
-            forged = remote_hive(remote, forwarded, "send", "--to", "michael", "--subject",
-                                 "forged", "--body", "x", agent="pam",
-                                 secret=served.secret("pam"))  # fmt: skip
-            assert forged.returncode == 1 and "you are jim" in forged.stderr, forged.stderr
-            assert served.sent("pam") == [] and served.inbox("michael") == []
-        finally:
-            link.terminate()
-            link.wait(timeout=30)
