@@ -39,6 +39,15 @@ LIMIT_TEXT = re.compile(
     r"|credit balance (?:is )?too low",
     re.IGNORECASE,
 )
+# A CLI's own sign-in, on screen after its SessionStart (Gemini reports its session before
+# the person answered it), and what its screen shows once it is answered: the input line.
+# Matched in the raw output: the CLIs draw each as one run of text.
+SIGN_IN_TEXT = re.compile(
+    rb"How would you like to authenticate|Waiting for authentication|Enter Gemini API Key"
+)
+READY_TEXT = re.compile(rb"Type your message")
+# Output kept from the chunk before when the next is scanned: a phrase split across them.
+SIGN_IN_OVERLAP = 64
 _ATTEMPT = re.compile(r"attempt \d+/\d+")
 # The countdown in a retry line: left out, so the text (and the registry) holds still.
 _COUNTDOWN = re.compile(r"(Retrying) in [0-9][^·(]*", re.IGNORECASE)
@@ -108,6 +117,7 @@ class Signals(msgspec.Struct, frozen=True, kw_only=True):
     wake: WakeSeen = WakeSeen()
     failure: Failure | None = None  # cleared when a turn starts
     limit_text: str | None = None  # limit text in the pane's output after the last hook
+    sign_in: bool = False  # the pane's output after the last hook ends on its CLI's sign-in
     stall_after_s: float = 300.0
     link: LinkDown | None = None  # a remote desk's dropped ssh link
     uncontained: str | None = None  # why its CLI runs uncontained (None: contained)
@@ -181,6 +191,14 @@ def _explain(s: Signals, now: float) -> AgentStatus:
         return AgentStatus(
             "rate_limited",
             f"The API holds it up and its CLI waits to try again: {s.limit_text}",
+            f"pane output at {clock(s.output_at)} after {_last_event(s)}",
+        )
+    if s.sign_in and s.status in ("idle", "running"):
+        return AgentStatus(
+            "waiting",
+            "Its CLI shows its sign-in in its pane and waits for the person: sign in there "
+            "once (the office shares it with the office's other desks of that CLI), or give "
+            "the desk a key in its env in office.toml.",
             f"pane output at {clock(s.output_at)} after {_last_event(s)}",
         )
     if s.hookless:
@@ -364,11 +382,25 @@ def _last_event(s: Signals) -> str:
     return f"last hook {s.event} at {clock(s.event_at)}"
 
 
+def _plain(tail: bytes) -> str:
+    screen = tail.decode("utf-8", "replace")
+    return " ".join(stripped(screen, lines=False, sequences=True, by=" ").split())
+
+
+def sign_in_drawn(output: bytes) -> bool | None:
+    """Whether a pane's `output` last drew its CLI's sign-in (True) or the input line
+    that follows once it is answered (False); None: neither."""
+    sign_in = [m.start() for m in SIGN_IN_TEXT.finditer(output)]
+    ready = [m.start() for m in READY_TEXT.finditer(output)]
+    if not sign_in and not ready:
+        return None
+    return bool(sign_in) and (not ready or sign_in[-1] > ready[-1])
+
+
 def limit_text(tail: bytes) -> str | None:
     """The last report of a rate or usage limit in `tail` (a pane's output since its
     last hook event) and what follows it, as plain text; None if there is none."""
-    screen = tail.decode("utf-8", "replace")
-    plain = " ".join(stripped(screen, lines=False, sequences=True, by=" ").split())
+    plain = _plain(tail)
     found = None
     for match in LIMIT_TEXT.finditer(plain):
         found = match

@@ -18,7 +18,15 @@ from hive_core.agents.provider import Provider
 from hive_core.agents.state import AgentState, AgentStates
 from hive_core.agents.supervisor import Supervisor
 from hive_core.events.unread import UnreadIndex
-from hive_core.status import AgentStatus, Signals, WakeSeen, explain, limit_text
+from hive_core.status import (
+    SIGN_IN_OVERLAP,
+    AgentStatus,
+    Signals,
+    WakeSeen,
+    explain,
+    limit_text,
+    sign_in_drawn,
+)
 from hive_core.text import one_line
 from hive_core.wake import Watchdog, wake_seen
 
@@ -61,12 +69,17 @@ class StatusKeeper:
         self.started_at: dict[str, tuple[int, float]] = {}
         # The tail's limit text as last read, None once the tail changed.
         self._limit: dict[str, str | None] = {}
+        # Whether the pane last drew its CLI's sign-in since the last hook event.
+        self._sign_ins: dict[str, bool] = {}
         supervisor.sinks.append(self.output)
 
     def output(self, agent_id: str, data: bytes) -> None:
         """A pane printed (the supervisor's sink): once per chunk, so only bookkeeping."""
         self.output_at[agent_id] = time.time()
         tail = self.tails.setdefault(agent_id, bytearray())
+        drawn = sign_in_drawn(bytes(tail[-SIGN_IN_OVERLAP:]) + data)
+        if drawn is not None:
+            self._sign_ins[agent_id] = drawn
         tail += data
         if len(tail) > TAIL_BYTES:
             del tail[:-TAIL_BYTES]
@@ -76,6 +89,7 @@ class StatusKeeper:
         """What the pane printed before a hook event is older than what the hooks say."""
         self.tails.pop(agent_id, None)
         self._limit[agent_id] = None
+        self._sign_ins[agent_id] = False
         self.refresh(agent_id)
 
     def signals(self, state: AgentState, now: float) -> Signals:
@@ -130,6 +144,7 @@ class StatusKeeper:
             else WakeSeen(),
             failure=state.failure,
             limit_text=self._limit_text(state.id) if alive else None,
+            sign_in=alive and self._sign_ins.get(state.id, False),
             stall_after_s=self.stall_after_s,
             command=self.command,
         )

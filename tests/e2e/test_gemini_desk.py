@@ -630,6 +630,9 @@ def test_without_a_key_the_sign_in_made_in_one_pane_serves_the_next_desk(
         wait_for(lambda: find_box(tmux.capture("office"), "1 Michael"), "the app drawn", 60)
         focus("2", "2 Jim")
         wait_for(lambda: pane("2 Jim", SIGN_IN), "Gemini's sign-in in jim's pane", 60)
+        # Its session is reported, but it is not at its prompt: it waits for the person.
+        signing = wait_for(lambda: (w := floor.why())["kind"] == "waiting" and w, "why", 30)
+        assert "sign-in in its pane" in signing["why"], signing
         # One key at a time, each once the screen took the last (Gemini reads a burst of
         # keys as one paste).
         tmux.keys("office", "Down")
@@ -638,6 +641,7 @@ def test_without_a_key_the_sign_in_made_in_one_pane_serves_the_next_desk(
         wait_for(lambda: pane("2 Jim", "Paste your API key here"), "the key prompt", 30)
         floor.type(TYPED_KEY)  # pasted, then Enter: as the prompt asks
         wait_for(lambda: pane("2 Jim", "Type your message"), "jim's session", 60)
+        wait_for(lambda: floor.why()["kind"] == "idle", "jim at its prompt, signed in", 30)
         floor.type("hello office")
         asked = floor.model.wait_for(lambda r: r.turn == 0, 60)
         assert asked.headers["x-goog-api-key"] == TYPED_KEY

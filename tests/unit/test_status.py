@@ -26,6 +26,7 @@ from hive_core.status import (
     clock,
     explain,
     limit_text,
+    sign_in_drawn,
 )
 from hive_core.wake import MAX_SENDS, PRINTING, WakeMemory, WakeView, Watchdog, wake_seen
 from tests.conftest import Running
@@ -145,6 +146,21 @@ def test_a_failure_that_waiting_will_not_cure_is_idle_with_the_failure_said() ->
     shown = explain(running(failure=failure), T0 + 8)
     assert shown.kind == "idle"
     assert "Its last turn failed (authentication_failed): Invalid API key" in shown.why
+
+
+def test_a_sign_in_drawn_after_the_session_started_waits_for_the_person() -> None:
+    # Gemini 0.61 reports SessionStart, then draws its sign-in (Ink: a styled run each).
+    dialog = b"\x1b[1m How would you like to authenticate for this project?\x1b[22m\r\n"
+    assert sign_in_drawn(b"\x1b[2K" + dialog) is True
+    shown = explain(running(sign_in=True, output_at=T0 + 3), T0 + 4)
+    assert shown.kind == "waiting" and "sign-in in its pane" in shown.why, shown
+    assert "give the desk a key" in shown.why
+    # Answered: the input line is drawn after it, and the desk is at its prompt again.
+    answered = dialog + b"\x1b[2m > Type your message or @path/to/file\x1b[0m"
+    assert sign_in_drawn(answered) is False
+    assert explain(running(sign_in=False), T0 + 4).kind == "idle"
+    # Output that draws neither leaves what was last seen as it is.
+    assert sign_in_drawn(b"\x1b[?25l\x1b[1G") is None
 
 
 def test_limit_text_printed_after_the_last_hook_is_rate_limited() -> None:
