@@ -149,6 +149,12 @@ def gemini_home(paths: HivePaths, agent_id: str) -> Path:
     return paths.provider_home("gemini", agent_id)
 
 
+def settings_file(paths: HivePaths, agent_id: str) -> Path:
+    """The desk's Gemini settings: the office's keys, and the person's choices (sign-in,
+    model) that Gemini records there."""
+    return gemini_home(paths, agent_id) / ".gemini" / "settings.json"
+
+
 def shared_login(paths: HivePaths) -> Path:
     """The one Google sign-in every gemini desk of the office reads and refreshes (a dot
     name: never an agent's id)."""
@@ -301,7 +307,8 @@ class GeminiProvider:
 
     def prepare(self, ctx: LaunchContext) -> Launch:
         home = gemini_home(ctx.paths, ctx.agent.id)
-        folder = home / ".gemini"
+        path = settings_file(ctx.paths, ctx.agent.id)
+        folder = path.parent
         folder.mkdir(parents=True, exist_ok=True)
         env = office_env(ctx)
         # Read-only on disk: no agent needs to change what the office tells its CLI.
@@ -309,7 +316,6 @@ class GeminiProvider:
         (folder / "policies").mkdir(exist_ok=True)
         atomic_write(folder / "policies" / POLICY_FILE, POLICY.encode(), mode=READ_ONLY_MODE)
         # Not read-only: Gemini records the person's choices (sign-in, model) there.
-        path = folder / "settings.json"
         kept = read_settings(path)
         share_login(ctx.paths, folder)
         sign_in = None if selected_type(kept) else sign_in_elsewhere(ctx.paths, ctx.agent.id)

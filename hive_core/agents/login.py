@@ -75,19 +75,23 @@ ANSWERS_KEPT = 256
 READ_MAX = 32 * 1024 * 1024
 
 
-def first_claude(agents: Iterable[AgentSpec], manager: str) -> AgentSpec | None:
-    """The claude desk whose pane asks for the login (and the first-run questions) for
-    all of them: the first local claude desk the office starts (the manager first,
+def first_desk(agents: Iterable[AgentSpec], manager: str, provider: str) -> AgentSpec | None:
+    """The desk of `provider` whose pane asks for the login (and the first-run questions)
+    for all of them: the first local desk of it the office starts (the manager first,
     then roster order)."""
     order = sorted(agents, key=lambda a: a.id != manager)
     return next(
         (
             a
             for a in order
-            if a.provider == "claude" and a.host is None and not a.archived and not a.send_only
+            if a.provider == provider and a.host is None and not a.archived and not a.send_only
         ),
         None,
     )
+
+
+def first_claude(agents: Iterable[AgentSpec], manager: str) -> AgentSpec | None:
+    return first_desk(agents, manager, "claude")
 
 
 def approved_key_form(api_key: str) -> str:

@@ -22,13 +22,14 @@ import msgspec
 
 import cth_hook
 from hive_client.client import CONTAINED_ENV
-from hive_core.agents import contain
+from hive_core.agents import contain, gemini
 from hive_core.agents.identity import identity_text, system_prompt
 from hive_core.agents.login import (
     ClaudeLogin,
     LoginReader,
     desk_env,
     first_claude,
+    first_desk,
     office_sentence,
     waiting_notice,
 )
@@ -499,8 +500,31 @@ class Supervisor:
         folder = None if first is None else Path(self.states[first].spec.cwd).expanduser()
         return self.login(desk_env(self.states[agent_id].spec.env), folder)
 
+    def _gemini_first(self, agent_id: str) -> str | None:
+        """The gemini desk whose pane asks for the sign-in that this local gemini desk
+        would ask for too (None: it would not ask, it is that desk, or it is no local
+        gemini desk). Gemini keeps the sign-in in the office's shared login file
+        (gemini.share_login), so one pane asking serves every desk."""
+        spec = self.states[agent_id].spec
+        if self.providers[spec.provider].name != "gemini" or spec.host is not None:
+            return None
+        specs = [s.spec for s in self.states.values() if s.status != "archived"]
+        first = first_desk(specs, self.config.office.manager, spec.provider)
+        if first is None or first.id == agent_id:
+            return None
+        if gemini.auth_type(desk_env(spec.env)) is not None:
+            return None
+        if gemini.selected_type(gemini.read_settings(gemini.settings_file(self.paths, agent_id))):
+            return None  # it signed in before
+        return None if gemini.sign_in_elsewhere(self.paths, agent_id) else first.id
+
     def _login_wait(self, agent_id: str) -> str | None:
         """What this desk waits for before it starts (None: it starts now)."""
+        if (signing := self._gemini_first(agent_id)) is not None:
+            return (
+                f"it waits for the Gemini sign-in in {self.states[signing].spec.name}'s pane "
+                "(Gemini asks once; the office shares the sign-in with its gemini desks)"
+            )
         first = self.login_desk()
         if first is None or first == agent_id or not self._claude_here(agent_id):
             return None
@@ -510,6 +534,11 @@ class Supervisor:
     def _login_sentence(self, agent_id: str) -> str | None:
         """What to do while a claude desk waits for what the first desk's pane asks
         (None: nothing to wait for, or it is no local claude desk)."""
+        if (signing := self._gemini_first(agent_id)) is not None:
+            return (
+                f"Sign in to Gemini once in {self.states[signing].spec.name}'s pane (or give "
+                "the desks GEMINI_API_KEY): the other gemini desks start with that sign-in."
+            )
         first = self.login_desk()
         if first is None or not self._claude_here(agent_id):
             return None

@@ -598,13 +598,17 @@ TYPED_KEY = "AIza-typed-in-the-pane-0123456789abcd"
 def test_without_a_key_the_sign_in_made_in_one_pane_serves_the_next_desk(
     make_floor: Callable[..., GeminiFloor],
 ) -> None:
-    """No key anywhere: jim's pane shows Gemini's own sign-in; the person picks "Use
-    Gemini API Key" there and types a key, which Gemini keeps in the login file the
-    office shares between its gemini desks. Pam, hired after, asks nothing: she signs
-    in with the same key."""
+    """No key anywhere, two gemini desks: jim's pane shows Gemini's own sign-in while pam
+    waits for it (one sign-in, not two); the person picks "Use Gemini API Key" there and
+    types a key, which Gemini keeps in the login file the office shares between its
+    gemini desks. Pam then starts and asks nothing: she signs in with the same key."""
     floor = make_floor(
         [turn(user_says("hello office"), "Hi."), turn(user_says("hello from pam"), "Hi Pam.")],
         key=False,
+        more=(
+            '\n[[agents]]\nid = "pam"\nname = "Pam"\nrole = "Engineer"\n'
+            'provider = "gemini"\n'
+        ),
     )
     # The scripted API's address for every desk of the office, pam's too (no key).
     floor.env["GOOGLE_GEMINI_BASE_URL"] = floor.model.base_url
@@ -630,6 +634,10 @@ def test_without_a_key_the_sign_in_made_in_one_pane_serves_the_next_desk(
         wait_for(lambda: find_box(tmux.capture("office"), "1 Michael"), "the app drawn", 60)
         focus("2", "2 Jim")
         wait_for(lambda: pane("2 Jim", SIGN_IN), "Gemini's sign-in in jim's pane", 60)
+        # Pam is held back for jim's sign-in rather than asking in her own pane.
+        pam = floor.run("hive-office", "why", "--home", str(floor.home), "pam", "--json")
+        held = json.loads(pam.stdout)
+        assert held["kind"] == "offline" and "Gemini sign-in in Jim's pane" in held["why"], held
         # Its session is reported, but it is not at its prompt: it waits for the person.
         signing = wait_for(lambda: (w := floor.why())["kind"] == "waiting" and w, "why", 30)
         assert "sign-in in its pane" in signing["why"], signing
@@ -651,8 +659,6 @@ def test_without_a_key_the_sign_in_made_in_one_pane_serves_the_next_desk(
         assert shared.is_file() and TYPED_KEY not in shared.read_text()  # Gemini encrypts it
         assert not (floor.root / "user" / ".gemini").exists()
 
-        hire = ["hive-office", "hire", "--home", str(floor.home), "pam", "--name", "Pam"]
-        floor.run(*hire, "--provider", "gemini", "--cwd", str(floor.project))
         wait_for(
             lambda: floor.registry().get("pam", {}).get("status") == "idle",
             "pam's SessionStart",
