@@ -165,8 +165,12 @@ def test_a_connection_flood_from_a_desk_holds_the_cap_and_routing_goes_on(
     assert opened() >= 3 * per, errors.read_text()
     # Past the cap the office closed the oldest, and jim's loop opened them again.
     wait_for(lambda: opened() >= 3 * per + 200, "jim reconnecting what was closed")
-    held = fds(pid)
-    assert held <= before + 3 * CONNECTIONS_MAX + 32, (before, held)
+    # Each socket holds its cap; a loop turn may accept a burst before the evictions it
+    # makes are closed (on the next turn), so the count is read until it has settled.
+    held = wait_for(
+        lambda: (n := fds(pid)) <= before + 3 * CONNECTIONS_MAX + 32 and n,
+        "the office's descriptors within the three sockets' caps, the flood going on",
+    )
     # Routing goes on: pam's `hive send` (control socket) is delivered, the person's
     # status answers and an attach gets its Welcome. (A hook answered under a flood:
     # tests/effects/test_bounds.py, with the real shim.)

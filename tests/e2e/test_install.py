@@ -186,7 +186,8 @@ def test_the_installed_office_routes_a_message_from_outside_the_checkout(
 
         # Michael, in its own pane, uses the installed `hive` and `cth-hook` as an agent
         # does: found on its PATH, with the identity and secret the office gave it.
-        proof = home.parent / "proof"
+        # In its working folder: a contained desk writes nowhere else.
+        proof = work / "proof"
         typed = installed.run(
             "hive-office", "--home", str(home), "type", "michael",
             "hive send --to jim --subject 'from michael' --body 'routed by an installed office';"
