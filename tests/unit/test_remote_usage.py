@@ -170,8 +170,9 @@ def test_where_a_codex_desk_keeps_its_rollouts_on_its_host(tmp_path: Path) -> No
     assert where.query.globs == ["sessions/**/rollout-*.jsonl"]
 
 
-def test_no_probe_without_a_session_a_host_or_records_to_read(tmp_path: Path) -> None:
-    paths = HivePaths(tmp_path / "home")
+def test_no_probe_without_a_session_a_host_or_records_to_read(short_tmp: Path) -> None:
+    # Short: the desk's ControlPath must fit a socket path, or ssh is told not to share.
+    paths = HivePaths(short_tmp / "home")
     claude = AgentSpec(id="pam", name="Pam", host=HOST)
     assert where_on_host(claude, paths, []) is None
     for provider in ("shell", "gemini"):
