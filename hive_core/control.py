@@ -64,18 +64,19 @@ import hmac
 import logging
 import os
 import socket
-import struct
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
 import msgspec
 
+from hive_core import listen
 from hive_core.actions import BY_NAME
 from hive_core.agents.state import AgentState
 from hive_core.caller import REQUEST_MAX
 from hive_core.caller import request as request
-from hive_core.conncap import BACKLOG, ConnectionCap, raise_fd_limit
+from hive_core.conncap import ConnectionCap
+from hive_core.listen import Peer as Peer
 from hive_core.schema import HUMAN, ControlReply, ControlRequest
 
 Handler = Callable[[ControlRequest], Awaitable[ControlReply]]
@@ -83,8 +84,6 @@ Log = Callable[[str, str], None]  # (agent id, what happened)
 _logger = logging.getLogger(__name__)
 _decode = msgspec.json.Decoder(ControlRequest).decode
 _encode = msgspec.json.Encoder().encode
-READ_TIMEOUT_S = 5.0
-_PEERCRED = struct.Struct("3i")  # pid, uid, gid
 # How often the office looks for its sockets: a caller finding none is refused ("the
 # office is not answering") until the next look.
 SOCKET_CHECK_S = 1.0
@@ -100,11 +99,6 @@ STRAY = (
     "the person nor a desk. Run `hive` from your desk's terminal, or as the person from "
     "your own"
 )
-
-
-class Peer(NamedTuple):
-    pid: int
-    uid: int
 
 
 class Attributed(NamedTuple):
@@ -175,19 +169,9 @@ class ControlServer:
         )
 
     async def start(self) -> None:
-        raise_fd_limit()
-        # run/ exists; run/desks may not (or may have been removed with its sockets).
-        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self.path.parent.chmod(0o700)
-        self.path.unlink(missing_ok=True)
-        old_umask = os.umask(0o177)
-        try:
-            self._server = await asyncio.start_unix_server(
-                self._serve, path=str(self.path), limit=REQUEST_MAX, backlog=BACKLOG
-            )
-        finally:
-            os.umask(old_umask)
-        self._bound = socket_identity(self.path)
+        self._server, self._bound = await listen.listen_streams(
+            self.path, self._serve, limit=REQUEST_MAX
+        )
 
     async def stop(self) -> None:
         if self._server is not None:
@@ -200,7 +184,7 @@ class ControlServer:
     async def ensure(self) -> bool:
         """Listen again if the socket file is gone or replaced (an `rm run/control.sock`
         must not leave callers with "no office"). True if it had to."""
-        if self._server is None or socket_identity(self.path) == self._bound:
+        if self._server is None or listen.identity(self.path) == self._bound:
             return False
         await self.stop()
         await self.start()
@@ -214,7 +198,7 @@ class ControlServer:
             return
         try:
             try:
-                line = await asyncio.wait_for(reader.readline(), READ_TIMEOUT_S)
+                line = await asyncio.wait_for(reader.readline(), listen.READ_TIMEOUT_S)
             except ValueError:
                 # StreamReader's limit: what was read of the line is already dropped.
                 reply: ControlReply | Relayed = refused(
@@ -305,18 +289,13 @@ class ControlServer:
     def who(self, sock: socket.socket | None) -> Attributed | ControlReply:
         """Who is on the other end of `sock`, a connection to one of the office's
         sockets (this one's, or the hook socket's): `attribute`, or why it cannot be told."""
-        if sock is None:
-            return refused("the office cannot see who is calling")
-        try:
-            pid, uid, _gid = _PEERCRED.unpack(
-                sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
-            )
-        except OSError:
+        caller = listen.peer(sock)
+        if caller is None:
             return refused("the office cannot see who is calling")
         leaders = {s.pid: s.id for s in self._agents.values() if s.pid is not None}
         leaders.update(self._desks())
         here = Here(os.getpid(), os.getsid(0))
-        return attribute(Peer(pid, uid), os.getuid(), leaders, ancestry, here)
+        return attribute(caller, os.getuid(), leaders, ancestry, here)
 
 
 class Here(NamedTuple):
@@ -532,16 +511,6 @@ async def keep_sockets(
                 recreated(listener.path)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), SOCKET_CHECK_S)
-
-
-def socket_identity(path: Path) -> tuple[int, int] | None:
-    """The (device, inode) of the socket file at `path`, None if there is none: what a
-    server bound, to notice later that the file was removed or replaced."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_dev, st.st_ino)
 
 
 def refused(why: str) -> ControlReply:

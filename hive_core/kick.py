@@ -60,7 +60,7 @@ class KickServer:
         import os
         import socket
 
-        from hive_core.control import socket_identity
+        from hive_core.listen import identity
 
         self.path.unlink(missing_ok=True)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -78,7 +78,7 @@ class KickServer:
 
         loop = asyncio.get_running_loop()
         self._transport, _ = await loop.create_datagram_endpoint(Kicks, sock=sock)
-        self._bound = socket_identity(self.path)
+        self._bound = identity(self.path)
 
     async def stop(self) -> None:
         if self._transport is not None:
@@ -88,9 +88,9 @@ class KickServer:
 
     async def ensure(self) -> bool:
         """Listen again if the socket file is gone or replaced (control.keep_sockets)."""
-        from hive_core.control import socket_identity
+        from hive_core.listen import identity
 
-        if self._transport is None or socket_identity(self.path) == self._bound:
+        if self._transport is None or identity(self.path) == self._bound:
             return False
         await self.stop()
         await self.start()

@@ -8,3 +8,7 @@ map/            the floor plan (pure layout) and the OfficeMap widget
 panels/         Board, Log, Tasks, Inbox side-panel tabs
 screens/        help, send-a-message
 """
+
+# The screen's frame: Textual paints at most 60 a second, so a pane repaints and the
+# bridge reloads a panel no more often, and typing echoes within one.
+FRAME_S = 1 / 60

@@ -24,10 +24,8 @@ from hive_core.logfile import LogFollower
 from hive_core.mail import load_message, message_names
 from hive_core.paths import HivePaths
 from hive_core.schema import HUMAN, Ledger, LogEvent, Message, Task
+from hive_tui import FRAME_S
 from hive_tui.panels.log import Run, log_runs
-
-# Textual paints at most 60 frames a second; nothing is reloaded more often than that.
-FRAME_S = 1 / 60
 
 Route = tuple[str, tuple[str, ...]]
 # Where a change moves someone's unread count: their inbox, or the .done folder a read

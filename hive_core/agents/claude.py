@@ -29,6 +29,7 @@ import msgspec
 import cth_hook
 from hive_core.agents.provider import (
     EVENT_NAMES,
+    HOOK_TIMEOUT_S,
     CanonicalEvent,
     HookAnswer,
     HookDecision,
@@ -47,9 +48,6 @@ from hive_core.paths import HivePaths
 from hive_core.schema import AgentSpec
 from hive_core.usage import UsageSource, claude_files, claude_parser
 
-# Seconds claude waits for one hook before giving up on it; the shim's own deadline is
-# shorter, so this only matters if the shim itself is stuck.
-HOOK_TIMEOUT_S = 10
 # The `hive` CLI and its MCP tools are how agents coordinate; they must never wait on a
 # permission prompt. `mcp__hive` allows every tool of the server named hive (2.1.197).
 ALLOW_RULES = ["Bash(hive:*)", "mcp__hive"]

@@ -79,6 +79,7 @@ from typing import Any
 import msgspec
 
 from hive_core.agents.provider import (
+    HOOK_TIMEOUT_S,
     CanonicalEvent,
     EventName,
     HookAnswer,
@@ -96,9 +97,7 @@ from hive_core.paths import HivePaths
 from hive_core.schema import AgentSpec
 from hive_core.usage import UsageSource, codex_files, codex_parser
 
-# Seconds Codex waits for one hook; the shim gives up well before this (Codex clamps
-# SessionEnd to 3 s on its own).
-HOOK_TIMEOUT_S = 10
+# (Codex clamps SessionEnd's hook to 3 s on its own, whatever HOOK_TIMEOUT_S says.)
 BYPASS_HOOK_TRUST = "--dangerously-bypass-hook-trust"
 # Codex 0.169 otherwise hands the session to a background app server it starts once per
 # CODEX_HOME and leaves running: a process outside the desk's pane, carrying the desk's

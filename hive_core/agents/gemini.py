@@ -72,6 +72,7 @@ import msgspec
 
 from hive_core.agents.claude import CHECKOUT
 from hive_core.agents.provider import (
+    HOOK_TIMEOUT_S,
     CanonicalEvent,
     EventName,
     HookAnswer,
@@ -89,8 +90,6 @@ from hive_core.paths import HivePaths
 from hive_core.schema import AgentSpec
 from hive_core.usage import LineParser, Tokens, UsageRecord, UsageSource
 
-# Milliseconds Gemini waits for one hook; the shim gives up well before this.
-HOOK_TIMEOUT_MS = 10_000
 HOOK_NAME = "hive-office"
 HOME_VAR = "GEMINI_CLI_HOME"
 # Gemini's settings file is small; a bigger one is not the one Gemini wrote.
@@ -225,7 +224,7 @@ def office_settings(
         "name": HOOK_NAME,
         "type": "command",
         "command": hook_shell_command(hook_command),
-        "timeout": HOOK_TIMEOUT_MS,
+        "timeout": HOOK_TIMEOUT_S * 1000,  # Gemini counts milliseconds
     }
     settings: dict[str, Any] = {
         "hooksConfig": {"enabled": True},

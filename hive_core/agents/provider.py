@@ -30,6 +30,10 @@ EventName = Literal[
     "SessionEnd",
 ]
 EVENT_NAMES: tuple[EventName, ...] = get_args(EventName)
+# Seconds a CLI waits for one run of the office's hook command before it gives up on it
+# (each vendor's settings take it in its own unit); the shim's own deadline is shorter,
+# so this only matters if the shim itself is stuck.
+HOOK_TIMEOUT_S = 10
 
 
 @dataclass(frozen=True)

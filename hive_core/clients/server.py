@@ -29,13 +29,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import socket
-import struct
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 
 import msgspec
 
+from hive_core import listen
 from hive_core.agents.state import AgentState, AgentStates
 from hive_core.agents.supervisor import Supervisor
 from hive_core.clients.protocol import (
@@ -64,8 +63,8 @@ from hive_core.clients.protocol import (
     version_refusal,
 )
 from hive_core.clients.screens import Screens
-from hive_core.conncap import BACKLOG, ConnectionCap, raise_fd_limit
-from hive_core.control import STRAY, Here, Peer, ancestry, attribute, socket_identity
+from hive_core.conncap import ConnectionCap
+from hive_core.control import STRAY, Here, Peer, ancestry, attribute
 from hive_core.cost import Sum
 from hive_core.fsio import atomic_write
 from hive_core.health import Problem
@@ -83,7 +82,6 @@ HELLO_TIMEOUT_S = 10.0
 # Processes refused remembered so that each is logged once (then forgotten all at once).
 REFUSED_KEPT = 1024
 
-_PEERCRED = struct.Struct("3i")
 
 Size = tuple[int, int]
 
@@ -261,17 +259,9 @@ class ClientServer:
     # --- the socket --------------------------------------------------------------------
 
     async def start(self) -> None:
-        raise_fd_limit()
-        self.path.unlink(missing_ok=True)
-        loop = asyncio.get_running_loop()
-        old_umask = os.umask(0o177)  # the socket is 0600 from its first moment
-        try:
-            self._server = await loop.create_unix_server(
-                lambda: _Client(self), path=str(self.path), backlog=BACKLOG
-            )
-        finally:
-            os.umask(old_umask)
-        self._bound = socket_identity(self.path)
+        self._server, self._bound = await listen.listen_protocol(
+            self.path, lambda: _Client(self)
+        )
         self._publish()
 
     async def stop(self) -> None:
@@ -290,7 +280,7 @@ class ClientServer:
 
     async def ensure(self) -> bool:
         """Listen again if the socket file is gone or replaced. True if it had to."""
-        if self._server is None or socket_identity(self.path) == self._bound:
+        if self._server is None or listen.identity(self.path) == self._bound:
             return False
         self._server.close()
         self._server = None
@@ -309,17 +299,13 @@ class ClientServer:
             )
             self._close(client)
             return
-        sock: socket.socket | None = client.transport.get_extra_info("socket")
+        caller = listen.peer(client.transport.get_extra_info("socket"))
         why: str | None = "refused: the office cannot see who is connecting."
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                pid, uid, _gid = _PEERCRED.unpack(
-                    sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
-                )
-                client.pid = pid
-                leaders = {s.pid: s.id for s in self._states.values() if s.pid is not None}
-                here = Here(os.getpid(), os.getsid(0))
-                why = admit(Peer(pid, uid), os.getuid(), leaders, ancestry, here)
+        if caller is not None:
+            client.pid = caller.pid
+            leaders = {s.pid: s.id for s in self._states.values() if s.pid is not None}
+            here = Here(os.getpid(), os.getsid(0))
+            why = admit(caller, os.getuid(), leaders, ancestry, here)
         if why is not None:
             if self._first_from(client.pid):
                 self._log(f"client (pid {client.pid}) refused: {why}")

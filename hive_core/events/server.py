@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
-import os
 import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -37,8 +36,9 @@ from typing import Any
 
 import msgspec
 
-from hive_core.conncap import BACKLOG, ConnectionCap, raise_fd_limit
-from hive_core.control import Attributed, link_refusal, socket_identity
+from hive_core import listen
+from hive_core.conncap import ConnectionCap
+from hive_core.control import Attributed, link_refusal
 from hive_core.schema import HOOK_FRAME_MAX, ControlReply, HookFrame, HookReply
 
 Handler = Callable[[str, dict[str, Any]], Awaitable[HookReply]]
@@ -49,8 +49,6 @@ Who = Callable[[socket.socket | None], Attributed | ControlReply]
 
 _decode_frame = msgspec.json.Decoder(HookFrame).decode
 _encode = msgspec.json.Encoder().encode
-# A client that connects and says nothing is dropped after this long.
-READ_TIMEOUT_S = 5.0
 # Claude's deepest event (MultiEdit's edits) is 4 levels; MCP tool inputs add a few.
 EVENT_DEPTH_MAX = 32
 
@@ -87,25 +85,13 @@ class HookServer:
         )
 
     async def start(self) -> None:
-        raise_fd_limit()
-        folder = self.path.parent
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        folder.chmod(0o700)
-        self.path.unlink(missing_ok=True)
-        # Created 0600 from the start: no window in which another user could connect.
-        old_umask = os.umask(0o177)
-        try:
-            self._server = await asyncio.start_unix_server(
-                self._serve, path=str(self.path), limit=HOOK_FRAME_MAX, backlog=BACKLOG
-            )
-        finally:
-            os.umask(old_umask)
-        self.path.chmod(0o600)
-        self._bound = socket_identity(self.path)
+        self._server, self._bound = await listen.listen_streams(
+            self.path, self._serve, limit=HOOK_FRAME_MAX
+        )
 
     async def ensure(self) -> bool:
         """Listen again if the socket file is gone or replaced (control.keep_sockets)."""
-        if self._server is None or socket_identity(self.path) == self._bound:
+        if self._server is None or listen.identity(self.path) == self._bound:
             return False
         await self.stop()
         await self.start()
@@ -125,7 +111,7 @@ class HookServer:
             return
         try:
             try:
-                line = await asyncio.wait_for(reader.readline(), READ_TIMEOUT_S)
+                line = await asyncio.wait_for(reader.readline(), listen.READ_TIMEOUT_S)
             except ValueError:
                 # StreamReader's limit: the line is longer than HOOK_FRAME_MAX.
                 self._rejected("?", f"a frame over {HOOK_FRAME_MAX} bytes")

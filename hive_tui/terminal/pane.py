@@ -48,12 +48,11 @@ from hive_core.terminal.emulator import (
     Run,
     Underline,
 )
+from hive_tui import FRAME_S
 from hive_tui.terminal import clipboard, copy_mode
 from hive_tui.terminal.keys import encode_key
 from hive_tui.terminal.kitty import KittyEncoder
 
-# 60 Hz: typing echo within a frame, and never more paints than the screen can show.
-FRAME_S = 1 / 60
 HISTORY_STRIPS = 2048
 WHEEL_LINES = 3
 BRACKETED_PASTE = (b"\x1b[200~", b"\x1b[201~")

@@ -20,9 +20,8 @@ from pathlib import Path
 import pytest
 
 import hive_core.committer as committer_module
-from hive_core import conncap, control
+from hive_core import conncap, control, listen
 from hive_core.committer import GIT_FILE_MAX, STALE_LOCK_AGE, Committer, RepoDamaged
-from hive_core.events import server as hook_server
 from hive_core.hive import init_office
 from hive_core.memory import open_store, sources
 from hive_core.memory.tidy import tidy
@@ -63,8 +62,7 @@ def closed_by_peer(sock: socket.socket) -> bool:
 @pytest.fixture
 def patient(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """A silent connection is not timed out during the test: only the cap closes one."""
-    monkeypatch.setattr(hook_server, "READ_TIMEOUT_S", 3600.0)
-    monkeypatch.setattr(control, "READ_TIMEOUT_S", 3600.0)
+    monkeypatch.setattr(listen, "READ_TIMEOUT_S", 3600.0)
     yield
 
 
