@@ -148,6 +148,18 @@ def gemini_home(paths: HivePaths, agent_id: str) -> Path:
     return paths.provider_home("gemini", agent_id)
 
 
+def interactive_env(env: Mapping[str, str], named: Mapping[str, str]) -> dict[str, str]:
+    """`env` without what makes Gemini take its terminal for a CI job (its UI framework's
+    is-in-ci: CI, CONTINUOUS_INTEGRATION or any CI_* variable), where it answers one
+    prompt and ends its session: a desk is an interactive pane, wherever the office was
+    started. What the roster's `env` names for the agent is kept."""
+    return {
+        k: v
+        for k, v in env.items()
+        if k in named or not (k in ("CI", "CONTINUOUS_INTEGRATION") or k.startswith("CI_"))
+    }
+
+
 def settings_file(paths: HivePaths, agent_id: str) -> Path:
     """The desk's Gemini settings: the office's keys, and the person's choices (sign-in,
     model) that Gemini records there."""
@@ -309,7 +321,7 @@ class GeminiProvider:
         path = settings_file(ctx.paths, ctx.agent.id)
         folder = path.parent
         folder.mkdir(parents=True, exist_ok=True)
-        env = office_env(ctx)
+        env = interactive_env(office_env(ctx), ctx.agent.env)
         # Read-only on disk: no agent needs to change what the office tells its CLI.
         atomic_write(folder / "GEMINI.md", ctx.system_prompt.encode(), mode=READ_ONLY_MODE)
         (folder / "policies").mkdir(exist_ok=True)

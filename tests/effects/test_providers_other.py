@@ -375,6 +375,17 @@ def test_hive_commands_are_allowed_by_a_user_policy_rule(tmp_path: Path) -> None
     GeminiProvider().prepare(ctx)  # rewritten at the next start, read-only or not
 
 
+def test_a_gemini_desk_started_from_a_ci_job_is_still_interactive(tmp_path: Path) -> None:
+    """Gemini ends its session after one answer when it sees CI variables (is-in-ci): they
+    are left out of its desk's environment, unless the roster names one for it."""
+    ctx = make_ctx(tmp_path, "gemini", env={"CI_TOKEN": "named"})
+    ci = {"CI": "true", "CONTINUOUS_INTEGRATION": "1", "CI_JOB_ID": "7", "CI_TOKEN": "x"}
+    ctx = LaunchContext(**{**ctx.__dict__, "base_env": {**ctx.base_env, **ci}})
+    env = GeminiProvider().prepare(ctx).env
+    assert not {"CI", "CONTINUOUS_INTEGRATION", "CI_JOB_ID"} & set(env)
+    assert env["CI_TOKEN"] == "named" and env["SHELL"] == "/bin/zsh"
+
+
 def test_gemini_identity_is_the_global_context_file_of_its_home(tmp_path: Path) -> None:
     ctx = make_ctx(tmp_path, "gemini")
     GeminiProvider().prepare(ctx)
