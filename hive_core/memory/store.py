@@ -538,9 +538,9 @@ def _create(db: Path) -> None:
 
 
 @contextmanager
-def _rebuild_lock(paths: HivePaths) -> Iterator[None]:
-    # One rebuilder at a time: the office and a CLI may meet the same damage at once,
-    # and the second must not remove the database the first has just rebuilt.
+def _open_lock(paths: HivePaths) -> Iterator[None]:
+    # One opener or rebuilder at a time: the office and a CLI may meet the same damage at
+    # once, and the second must not remove the database the first has just rebuilt.
     paths.run.mkdir(parents=True, exist_ok=True)
     fd = os.open(paths.memory_lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
@@ -592,10 +592,14 @@ class MemoryStore:
         self.refused: tuple[str, ...] = ()
         self._inode: tuple[int, int] | None = None
         paths.memory_db.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self._db, self.fresh = self._connect()
-        except DatabaseDamaged as exc:
-            self._db, self.fresh = self._rebuild(str(exc))
+        # Opening is serialised between processes too: two first opens at once (the office's
+        # loops, a CLI) race to switch the file to WAL and create the tables, and SQLite
+        # answers the loser "database is locked" without waiting.
+        with _open_lock(paths):
+            try:
+                self._db, self.fresh = self._connect()
+            except DatabaseDamaged as exc:
+                self._db, self.fresh = self._rebuild(str(exc))
 
     def __enter__(self) -> MemoryStore:
         return self
@@ -634,21 +638,16 @@ class MemoryStore:
         return db, fresh
 
     def _rebuild(self, why: str) -> tuple[sqlite3.Connection, bool]:
-        with _rebuild_lock(self.paths):
-            try:
-                # Someone else may have rebuilt it while this one waited for the lock.
-                return self._connect()
-            except DatabaseDamaged as exc:
-                why = str(exc)
-            self.recovered = [f"memory.db was unusable ({why})", *discard(self.paths.memory_db)]
-            return self._connect()
+        """Discard the damaged database and make a new one; the caller holds _open_lock."""
+        self.recovered = [f"memory.db was unusable ({why})", *discard(self.paths.memory_db)]
+        return self._connect()
 
     def _recover(self, why: str) -> None:
         """The open database turned out damaged: rebuild it and read the hive into it."""
         with contextlib.suppress(sqlite3.Error):
             self._db.close()
         path = self.paths.memory_db
-        with _rebuild_lock(self.paths):
+        with _open_lock(self.paths):
             self.recovered = [f"memory.db was unusable ({why})", *discard(path)]
             self._db, self.fresh = self._connect()
             self._reindex()

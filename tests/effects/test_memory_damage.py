@@ -4,10 +4,12 @@ their owner's folder through a symlink, and a store is usable from any thread.""
 from __future__ import annotations
 
 import concurrent.futures
+import multiprocessing
 import os
 import shutil
 import stat
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -365,6 +367,38 @@ def test_a_store_is_usable_from_worker_threads(office_home: HivePaths) -> None:
             for f in writes:
                 f.result()
         assert len(store.search("write number", "pam", "own", 100)) == 40
+
+
+def _open_at_once(home: str, start: Any, answers: Any) -> None:
+    start.wait()
+    try:
+        with open_store(HivePaths(Path(home))) as store:
+            store.paths_of("ci")
+        answers.put("")
+    except Exception as exc:  # the test reports whatever an opener met
+        answers.put(repr(exc))
+
+
+def test_processes_opening_a_new_database_at_once_all_get_it(tmp_path: Path) -> None:
+    # The office's loops and a CLI all open memory.db at a first start; before opening
+    # was serialised, about one round in three had an opener told "database is locked".
+    context = multiprocessing.get_context("fork")
+    failures: list[str] = []
+    for round_ in range(12):
+        paths = HivePaths(tmp_path / f"office-{round_}")
+        init_office(paths)
+        start, answers = context.Barrier(6), context.Queue()
+        openers = [
+            context.Process(target=_open_at_once, args=(str(paths.home), start, answers))
+            for _ in range(6)
+        ]
+        for opener in openers:
+            opener.start()
+        failures += [answer for answer in (answers.get(timeout=60) for _ in openers) if answer]
+        for opener in openers:
+            opener.join()
+        assert inspect_files(paths.memory_db) is None
+    assert failures == []
 
 
 def test_the_office_writes_to_a_database_a_cli_rebuilt(running: Running) -> None:
