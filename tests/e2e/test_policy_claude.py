@@ -24,6 +24,7 @@ from hive_core.demo.scripted_model import (
     user_says,
 )
 from tests.claude_office import CLAUDE, ClaudeOffice, make_claude_office, serving
+from tests.support import wait_for
 
 pytestmark = [
     pytest.mark.integration,
@@ -103,6 +104,12 @@ def test_locked_files_and_the_network_are_refused_with_reasons_the_model_sees(
     assert "hive send --to pete" in json.dumps(curl["content"])
     assert (office.home / "agent-settings" / "jim.json").read_bytes() == settings_before
     assert "import" in HOOK_MAIN.read_text()
+    # The office logs a refusal after answering the hook: the model may have its turn first.
+    wait_for(
+        lambda: len([e for e in office.log("jim") if "denied" in e["detail"]]) >= 3,
+        "jim's three refusals logged",
+        30,
+    )
     denied = [e["detail"] for e in office.log("jim") if "denied" in e["detail"]]
     assert len(denied) == 3, denied  # the Edit never reached the hook
 
@@ -111,5 +118,9 @@ def test_locked_files_and_the_network_are_refused_with_reasons_the_model_sees(
     fetched = office.models["pete"].wait_for(lambda r: r.turn == 1, 60)
     (result,) = (tool_results(fetched)[call.id] for call in calls["pete"])
     assert not result.get("is_error"), result
+    wait_for(
+        lambda: any("Bash: curl -s" in e["detail"] for e in office.log("pete")),
+        "pete's curl logged",
+        30,
+    )
     assert not any("denied" in e["detail"] for e in office.log("pete"))
-    assert any("Bash: curl -s" in e["detail"] for e in office.log("pete"))

@@ -191,7 +191,18 @@ def test_a_cli_retrying_after_a_429_shows_rate_limited_from_what_it_prints(
     floor = start_floor({"jim": [api_error(user_says("summarise"), ApiError(retry_after=15))]})
     floor.type("jim", "summarise")
     wait_for(lambda: floor.entry("jim").get("state") == "rate_limited", "jim rate_limited", 60)
-    why = floor.why("jim")
-    assert why["why"].endswith("its CLI waits to try again: API error · Retrying · attempt 1/10")
+    # The registry's state comes first; why reads the pane as it is drawn then, and the CLI
+    # may be mid-redraw: read it until the whole line is there.
+    expected = "its CLI waits to try again: API error · Retrying · attempt 1/10"
+    seen: list[str] = []
+
+    def drawn() -> bool:
+        seen.append(floor.why("jim")["why"])
+        return seen[-1].endswith(expected)
+
+    try:
+        wait_for(drawn, "", 30)
+    except AssertionError:
+        raise AssertionError(f"why never ended with {expected!r}; last: {seen[-1]!r}") from None
     assert floor.entry("jim")["status"] == "working"  # no hook says otherwise
     wait_for(lambda: floor.entry("jim").get("state") == "idle", "jim idle after the retry", 60)
