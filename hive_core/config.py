@@ -78,7 +78,7 @@ provider = "claude"
 cwd = "~"
 web = true
 
-# The estimated cost uses list prices in USD per million tokens (hive_core/cost.py);
+# The estimated cost uses list prices in USD per million tokens (hive_core/cost/__init__.py);
 # override or add a model family here (a key left out keeps the built-in price):
 # [prices."claude-sonnet-4"]
 # input = 3.0

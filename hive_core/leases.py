@@ -31,9 +31,9 @@ from pathlib import Path
 
 import msgspec
 
-from hive_core import tasks
 from hive_core.fsio import UnsafeFile, atomic_write, read_regular
 from hive_core.paths import HivePaths
+from hive_core.team import tasks
 
 TTL_DEFAULT = "30m"
 # A lease is a short claim on work in progress; a longer one is renewed by leasing again.

@@ -145,7 +145,7 @@ class OfficeSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # (OSC 9 and 777), BEL only, or nothing (hive_core/notify.py).
     notify: Literal["desktop", "bell", "off"] = "desktop"
     # A permission prompt open this long is told to the manager once (to the person when
-    # the manager is the one asking; hive_core/escalations.py).
+    # the manager is the one asking; hive_core/team/escalations.py).
     permission_tell_after_s: float = 120.0
     # A shell command run once in each new agent worktree (copy `.env`, install);
     # hive_core/worktrees.py.
@@ -157,7 +157,7 @@ class OfficeSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # their memory entries by the office's sweep.
     ci_logs_max_age_days: float = 30.0
     ci_logs_max_mb: float = 500.0
-    # The manager's floor view (hive_core/digest.py): a periodic digest of the peers'
+    # The manager's floor view (hive_core/team/digest.py): a periodic digest of the peers'
     # traffic (counts per pair, requests waiting longer than `..._open_after_s`), or off.
     manager_watch: Literal["digest", "off"] = "digest"
     manager_digest_every_s: float = 900.0
@@ -196,7 +196,7 @@ class AgentSpec(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 class ModelPrice(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """USD per million tokens (office.toml `[prices."<model family>"]`); a key left out
-    keeps the built-in price (hive_core/cost.py)."""
+    keeps the built-in price (hive_core/cost/__init__.py)."""
 
     input: float | None = None
     output: float | None = None
@@ -417,7 +417,7 @@ class ControlRequest(msgspec.Struct, kw_only=True):
     # whoami: the secret the caller's environment holds (HIVE_SECRET).
     secret: str | None = None
     # hire: the new agent's entry (`agent` is its id); checked as office.toml is
-    # (hive_core/hire.py), so the provider is any text here.
+    # (hive_core/team/hire.py), so the provider is any text here.
     name: str = ""
     role: str = ""
     provider: str = ""

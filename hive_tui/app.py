@@ -161,7 +161,7 @@ class HiveApp(App[None], inherit_bindings=False):
         self.bridge = Bridge(self, self.link.paths, manager=self.manager, roster=self.roster)
         self.unread: dict[str, int] = {}
         self.overlapping: set[str] = set()  # agents whose branch touches another's file
-        # What the Inbox tab shows: what waits for the person (hive_core/escalations.py).
+        # What the Inbox tab shows: what waits for the person (hive_core/team/escalations.py).
         self.escalations: dict[str, Message] = {}
         # What has rung the person's terminal (hive_core/notify.py): each thing once.
         self._rung = notify.Seen()
@@ -702,7 +702,7 @@ class HiveApp(App[None], inherit_bindings=False):
         self.push_screen(HireScreen(self.roster), hire)
 
     def _joined(self, agent_id: str) -> None:
-        """A hired agent (hive_core/hire.py): its pane after the others, so alt+N and the
+        """A hired agent (hive_core/team/hire.py): its pane after the others, so alt+N and the
         map follow the roster's order; the office's listener then fills in the rest."""
         self.roster.append(agent_id)
         self._mount_panes()

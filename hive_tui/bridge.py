@@ -19,11 +19,11 @@ import msgspec
 from textual.app import App
 from textual.message import Message as TextualMessage
 
-from hive_core.escalations import waiting
 from hive_core.logfile import LogFollower
 from hive_core.mail import load_message, message_names
 from hive_core.paths import HivePaths
 from hive_core.schema import HUMAN, Ledger, LogEvent, Message, Task
+from hive_core.team.escalations import waiting
 from hive_tui import FRAME_S
 from hive_tui.panels.log import Run, log_runs
 

@@ -42,11 +42,11 @@ from hive_core.agents.provider import (
     program_argv,
     text_field,
 )
+from hive_core.cost.usage import UsageSource, claude_files, claude_parser
 from hive_core.events.decide import locked_paths
 from hive_core.fsio import READ_ONLY_MODE, atomic_write
 from hive_core.paths import HivePaths
 from hive_core.schema import AgentSpec
-from hive_core.usage import UsageSource, claude_files, claude_parser
 
 # The `hive` CLI and its MCP tools are how agents coordinate; they must never wait on a
 # permission prompt. `mcp__hive` allows every tool of the server named hive (2.1.197).

@@ -92,10 +92,10 @@ from hive_core.agents.provider import (
     program_argv,
     text_field,
 )
+from hive_core.cost.usage import UsageSource, codex_files, codex_parser
 from hive_core.fsio import READ_ONLY_MODE, UnsafeFile, atomic_write, read_regular
 from hive_core.paths import HivePaths
 from hive_core.schema import AgentSpec
-from hive_core.usage import UsageSource, codex_files, codex_parser
 
 # (Codex clamps SessionEnd's hook to 3 s on its own, whatever HOOK_TIMEOUT_S says.)
 BYPASS_HOOK_TRUST = "--dangerously-bypass-hook-trust"

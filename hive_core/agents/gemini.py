@@ -85,10 +85,10 @@ from hive_core.agents.provider import (
     program_argv,
     text_field,
 )
+from hive_core.cost.usage import LineParser, Tokens, UsageRecord, UsageSource
 from hive_core.fsio import READ_ONLY_MODE, UnsafeFile, atomic_write, read_regular
 from hive_core.paths import HivePaths
 from hive_core.schema import AgentSpec
-from hive_core.usage import LineParser, Tokens, UsageRecord, UsageSource
 
 HOOK_NAME = "hive-office"
 HOME_VAR = "GEMINI_CLI_HOME"

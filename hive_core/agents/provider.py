@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, get_args
 
+from hive_core.cost.usage import UsageSource
 from hive_core.paths import HivePaths
 from hive_core.schema import AgentSpec
-from hive_core.usage import UsageSource
 
 # The office's event names (Claude Code's); other providers' events are mapped onto them.
 EventName = Literal[

@@ -162,7 +162,7 @@ class AgentStates(Mapping[str, AgentState]):
         return len(self._states)
 
     def add(self, state: AgentState) -> None:
-        """A hired agent joins (hive_core/hire.py); the listeners hear of it as of a
+        """A hired agent joins (hive_core/team/hire.py); the listeners hear of it as of a
         change. A new dict, not an insert: a thread walking the old one is not disturbed."""
         if state.id in self._states:
             raise KeyError(f"{state.id} is already on the roster")

@@ -1,6 +1,6 @@
 """`hive-office cost`: tokens and estimated cost per agent, task or day.
 
-It reads the agents' CLI records itself (hive_core/cost.py, usage.py), so it answers
+It reads the agents' CLI records itself (hive_core/cost/__init__.py, usage.py), so it answers
 whether or not an office runs; the sessions to look for are the ones the office
 recorded in run/usage.json and the registry's current ones.
 """

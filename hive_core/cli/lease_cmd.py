@@ -15,7 +15,7 @@ import time
 import click
 import msgspec
 
-from hive_core import invocation, leases, tasks
+from hive_core import invocation, leases
 from hive_core.caller import Caller
 from hive_core.cli.common import (
     RELAYED_ENV,
@@ -29,6 +29,7 @@ from hive_core.cli.common import (
 from hive_core.leases import Lease
 from hive_core.render import clean
 from hive_core.schema import HUMAN
+from hive_core.team import tasks
 
 # `hive lease list` and `hive lease break` are verbs; a file named so is `./list`.
 _VERBS = ("list", "break")

@@ -356,7 +356,7 @@ def _request(action: PersonAction, params: dict[str, Any]) -> ControlRequest:
 def _hire_offline(paths: HivePaths, req: ControlRequest) -> ControlReply:
     """With no office running, the entry is written for the next start (under the
     office's lock, so an office starting meanwhile reads the file before or after)."""
-    from hive_core.hire import HireRefused, hire_into, spec_from_request
+    from hive_core.team.hire import HireRefused, hire_into, spec_from_request
 
     person_only(paths, "hire")
     try:

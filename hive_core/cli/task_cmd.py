@@ -23,7 +23,7 @@ from contextlib import contextmanager
 import click
 import msgspec
 
-from hive_core import mail, tasks
+from hive_core import mail
 from hive_core.caller import Caller
 from hive_core.cli.common import (
     BadUsage,
@@ -38,6 +38,7 @@ from hive_core.cli.common import (
 from hive_core.ids import utc_now_iso
 from hive_core.render import clean, preview
 from hive_core.schema import HUMAN, Draft, Task
+from hive_core.team import tasks
 
 TITLE_WIDTH = 60
 

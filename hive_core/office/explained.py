@@ -27,8 +27,8 @@ from hive_core.status import (
     limit_text,
     sign_in_drawn,
 )
+from hive_core.team.wake import Watchdog, wake_seen
 from hive_core.text import one_line
-from hive_core.wake import Watchdog, wake_seen
 
 # Time alone turns a working agent into a stalled one: looked at this often. One pass
 # over 20 agents costs well under a millisecond.

@@ -11,7 +11,7 @@ from typing import ClassVar
 
 import msgspec
 
-from hive_core import escalations, leases, tasks
+from hive_core import leases
 from hive_core.actions import BY_NAME, Escalation
 from hive_core.agents.provider import Provider
 from hive_core.agents.state import AgentState, AgentStates
@@ -21,7 +21,6 @@ from hive_core.control import refused
 from hive_core.events.plane import EventPlane
 from hive_core.fsio import ensure_dir
 from hive_core.hint import office_command
-from hive_core.hire import HireRefused, hire_into, on_the_roster, spec_from_request
 from hive_core.ids import utc_now_iso
 from hive_core.mail import (
     BadMessage,
@@ -52,6 +51,8 @@ from hive_core.schema import (
     OfficeConfig,
     Task,
 )
+from hive_core.team import escalations, tasks
+from hive_core.team.hire import HireRefused, hire_into, on_the_roster, spec_from_request
 
 # An Enter in the same read as the paste would be taken as part of the paste.
 ENTER_DELAY_S = 0.5

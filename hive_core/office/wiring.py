@@ -30,8 +30,6 @@ from hive_core.committer import COMMIT_COMPONENT, Committer
 from hive_core.config import load_office
 from hive_core.control import ControlServer, Listener, keep_sockets
 from hive_core.cost import CostWatch
-from hive_core.digest import DigestWatch
-from hive_core.escalations import PromptTeller
 from hive_core.events.plane import EventPlane
 from hive_core.events.server import HookServer
 from hive_core.health import HealthBoard, Problem
@@ -55,9 +53,11 @@ from hive_core.remote.relay import Relay
 from hive_core.routing.decide import Floor, router_notice
 from hive_core.routing.router import Router, RouteStats
 from hive_core.schema import HUMAN, ROUTER, AgentSpec, LogEvent, OfficeConfig, Registry
-from hive_core.standup import FIRST_PROMPT, replaced, standup_message
+from hive_core.team.digest import DigestWatch
+from hive_core.team.escalations import PromptTeller
+from hive_core.team.standup import FIRST_PROMPT, replaced, standup_message
+from hive_core.team.wake import WakeFault, WakeView, Watchdog
 from hive_core.text import one_line
-from hive_core.wake import WakeFault, WakeView, Watchdog
 from hive_core.worktrees import WorktreeKeeper, running_children
 
 # A loop that dies is restarted after this long, doubling up to the cap; one that then
@@ -421,7 +421,7 @@ class Office(PersonActions):
         self.registry.write()
 
     async def add_agent(self, spec: AgentSpec) -> None:
-        """A hired agent (hive_core/hire.py, already in office.toml) joins the running
+        """A hired agent (hive_core/team/hire.py, already in office.toml) joins the running
         office as start-up would have made it: its mailbox, the router's floor, the hook
         policy's roster, its state (the registry and the app hear of it), its CLI, and a
         word to the manager."""

@@ -1,4 +1,4 @@
-"""The Inbox tab: what waits for the person (hive_core/escalations.py), newest first:
+"""The Inbox tab: what waits for the person (hive_core/team/escalations.py), newest first:
 their mail, the manager's escalations, the tasks' open questions.
 
 Messages are written by agents, so every cell is a rich Text (no markup is
@@ -10,9 +10,9 @@ from __future__ import annotations
 from rich.text import Text
 from textual.message import Message as TextualMessage
 
-from hive_core.escalations import newest_first
 from hive_core.render import clean, message, preview
 from hive_core.schema import Message
+from hive_core.team.escalations import newest_first
 from hive_tui.panels.rows import Row, RowsPanel
 
 EMPTY_INBOX = "Nothing waits for you: mail to `human`, escalations and task questions land here."

@@ -42,7 +42,7 @@ def ordered(ledger: Ledger) -> list[Task]:
 def task_row(task: Task, done: set[str], cost: str = "") -> tuple[Text, ...]:
     """The table cells of `task`; `done` holds the ids of finished tasks, so the
     dependencies still holding it up stand out; `cost` is the estimated cost of the
-    usage while its assignee held it (hive_core/cost.py)."""
+    usage while its assignee held it (hive_core/cost/__init__.py)."""
     depends = Text()
     for index, dep in enumerate(task.depends_on):
         if index:

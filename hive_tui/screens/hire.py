@@ -1,5 +1,5 @@
 """Hire an agent: id, name, role, provider, web, host. The office checks it again and writes
-office.toml (hive_core/hire.py); this form says what is wrong before it is sent."""
+office.toml (hive_core/team/hire.py); this form says what is wrong before it is sent."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Checkbox, Input, Label, Select
 
-from hive_core.hire import PROVIDERS, HireRefused, on_the_roster, spec_from_request
 from hive_core.schema import ControlRequest
+from hive_core.team.hire import PROVIDERS, HireRefused, on_the_roster, spec_from_request
 from hive_tui.screens.form import FormScreen
 
 

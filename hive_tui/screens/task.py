@@ -30,7 +30,7 @@ from hive_core.config import ConfigError, load_office
 from hive_core.mail import send
 from hive_core.paths import HivePaths
 from hive_core.schema import HUMAN, Ledger, Task
-from hive_core.tasks import LedgerError, retry_as
+from hive_core.team.tasks import LedgerError, retry_as
 from hive_core.text import one_line
 from hive_core.text import shown as clean
 from hive_tui.panels.tasks import task_detail

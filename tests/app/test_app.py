@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 from textual.message import Message as TextualMessage
 
-from hive_core import tasks
 from hive_core.hive import init_office
 from hive_core.ids import utc_now_iso
 from hive_core.mail import iter_inbox, write_draft
 from hive_core.office import Office
 from hive_core.paths import HivePaths
 from hive_core.schema import Draft
+from hive_core.team import tasks
 from hive_tui.app import HiveApp
 from hive_tui.bridge import HiveLoaded, MailRouted
 from hive_tui.panels.inbox import InboxPanel

@@ -19,7 +19,6 @@ from rich.cells import cell_len
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, TabbedContent
 
-from hive_core import tasks
 from hive_core.actions import ACTIONS, BY_NAME
 from hive_core.hive import init_office
 from hive_core.ids import utc_now_iso
@@ -27,6 +26,7 @@ from hive_core.mail import iter_inbox, write_draft
 from hive_core.office import Office
 from hive_core.paths import HivePaths
 from hive_core.schema import HUMAN, Draft, LogEvent
+from hive_core.team import tasks
 from hive_tui import app as app_module
 from hive_tui.app import HiveApp, KeyLine
 from hive_tui.commands import VIEW_COMMANDS, help_rows, key_line, person_action, view_action

@@ -15,7 +15,7 @@ from hive_core.hive import init_office
 from hive_core.ids import utc_now_iso
 from hive_core.office import Office
 from hive_core.paths import HivePaths
-from hive_core.tasks import save_ledger
+from hive_core.team.tasks import save_ledger
 from hive_tui.app import HiveApp
 from hive_tui.panels.tasks import TasksPanel
 from tests.support import until

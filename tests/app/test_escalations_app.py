@@ -12,13 +12,13 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import DataTable
 
-from hive_core import tasks
-from hive_core.escalations import task_item_id
 from hive_core.ids import utc_now_iso
 from hive_core.mail import iter_inbox, write_draft
 from hive_core.office import Office
 from hive_core.paths import HivePaths
 from hive_core.schema import HUMAN, Draft, Task
+from hive_core.team import tasks
+from hive_core.team.escalations import task_item_id
 from hive_tui.app import HiveApp
 from hive_tui.panels.board import BoardPanel
 from hive_tui.screens.answer import AnswerScreen

@@ -14,12 +14,12 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Static
 
-from hive_core import tasks
 from hive_core.ids import utc_now_iso
 from hive_core.mail import iter_inbox
 from hive_core.office import Office
 from hive_core.paths import HivePaths
 from hive_core.schema import Ledger, Task
+from hive_core.team import tasks
 from hive_tui.app import HiveApp
 from hive_tui.screens.task import RetryScreen, TaskScreen
 from tests.app.test_app_keys import PREFIX, _home

@@ -34,7 +34,7 @@ from hive_core.demo.scripted_model.responses import (
     last_input_texts,
     shell,
 )
-from hive_core.wake import nudge_text
+from hive_core.team.wake import nudge_text
 from tests.claude_office import BIN, ClaudeOffice
 from tests.codex_office import (
     API_KEY,

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from hive_core.config import DEFAULT_OFFICE_TOML, load_office
-from hive_core.hire import HireRefused, entry_block, new_spec, plan_hire
 from hive_core.mail import iter_inbox
 from hive_core.office import Office
+from hive_core.team.hire import HireRefused, entry_block, new_spec, plan_hire
 from hive_tui.app import HiveApp
 from hive_tui.map.widget import OfficeMap
 from hive_tui.terminal.pane import TerminalPane

@@ -16,7 +16,7 @@ from hive_core.fsio import append_line, read_tail
 from hive_core.hive import init_office
 from hive_core.logfile import LogFollower, iter_log_lines
 from hive_core.paths import HivePaths
-from hive_core.tasks import LedgerUnreadable, load_ledger
+from hive_core.team.tasks import LedgerUnreadable, load_ledger
 
 
 @pytest.fixture

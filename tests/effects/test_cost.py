@@ -28,9 +28,7 @@ from hive_core.cost import (
     summarize,
     task_spans,
 )
-from hive_core.paths import HivePaths
-from hive_core.schema import AgentSpec, ModelPrice, Registry, RegistryEntry, Task
-from hive_core.usage import (
+from hive_core.cost.usage import (
     Tokens,
     UsageBook,
     UsageRecord,
@@ -39,6 +37,8 @@ from hive_core.usage import (
     claude_parser,
     codex_parser,
 )
+from hive_core.paths import HivePaths
+from hive_core.schema import AgentSpec, ModelPrice, Registry, RegistryEntry, Task
 from hive_tui.panels.tasks import COLUMNS, task_row
 
 

@@ -10,15 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hive_core import tasks
 from hive_core.agents.state import AgentState, AgentStates
-from hive_core.escalations import (
-    PromptTeller,
-    parse_task_item,
-    question_items,
-    task_item_id,
-    waiting,
-)
 from hive_core.ids import created_at_of, new_message_id, utc_now_iso
 from hive_core.mail import iter_inbox, write_draft
 from hive_core.office import Office
@@ -33,6 +25,14 @@ from hive_core.schema import (
     OfficeSettings,
     Task,
     TaskQuestion,
+)
+from hive_core.team import tasks
+from hive_core.team.escalations import (
+    PromptTeller,
+    parse_task_item,
+    question_items,
+    task_item_id,
+    waiting,
 )
 from tests.app.test_app_keys import _home
 

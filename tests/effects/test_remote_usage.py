@@ -20,11 +20,11 @@ import pytest
 
 from hive_core.agents.providers import providers
 from hive_core.cost import CostWatch
+from hive_core.cost.remote_usage import PROBE, Ask, Query, apply_reply, run_probe
+from hive_core.cost.usage import Tokens, UsageBook, UsageSource, claude_files, claude_parser
 from hive_core.paths import HivePaths
 from hive_core.remote import plan
-from hive_core.remote.usage import PROBE, Ask, Query, apply_reply, run_probe
 from hive_core.schema import AgentSpec, OfficeConfig, OfficeSettings
-from hive_core.usage import Tokens, UsageBook, UsageSource, claude_files, claude_parser
 from tests.effects.test_cost import assistant, codex_lines
 from tests.sshd_support import SshHost, forget_on_host, running_sshd
 
@@ -120,7 +120,7 @@ def test_a_remote_claude_desks_usage_is_read_on_its_host_and_resumes_after_an_ou
     minutes = iter(range(0, 10**6, 60))
     watch.remote.clock = lambda: float(next(minutes))
 
-    with caplog.at_level(logging.INFO, logger="hive_core.remote.usage"):
+    with caplog.at_level(logging.INFO, logger="hive_core.cost.remote_usage"):
         assert watch.read_pass(current)
         assert watch.agents["pam"].tokens == expected(range(3))
         assert "kev" not in watch.agents and "jim" not in watch.agents

@@ -8,7 +8,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from hive_core import tasks
+from hive_core.team import tasks
 from hive_tui.screens.task import changes, committed_versions
 
 

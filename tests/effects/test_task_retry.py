@@ -8,10 +8,11 @@ import msgspec
 import pytest
 from click.testing import CliRunner, Result
 
-from hive_core import mail, tasks
+from hive_core import mail
 from hive_core.cli.group import cli
 from hive_core.paths import HivePaths
 from hive_core.schema import BODY_MAX, Draft, Ledger, Task
+from hive_core.team import tasks
 
 NOW = "2026-12-01T08:00:00.000Z"
 

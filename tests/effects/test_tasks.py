@@ -17,11 +17,12 @@ from click.testing import CliRunner, Result
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hive_core import mail, tasks
+from hive_core import mail
 from hive_core.cli.group import cli
 from hive_core.paths import HivePaths
 from hive_core.schema import Draft, Ledger, Task, TaskQuestion
-from hive_core.tasks import (
+from hive_core.team import tasks
+from hive_core.team.tasks import (
     ChangeRefused,
     InvalidValue,
     LedgerUnreadable,

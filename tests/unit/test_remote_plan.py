@@ -16,7 +16,7 @@ from hive_core.remote import plan
 from hive_core.remote.ssh import ssh_argv
 from hive_core.schema import AgentSpec, OfficeConfig, OfficeSettings
 from hive_core.status import LinkDown, Signals, explain
-from hive_core.wake import DISCONNECTED, WakeMemory, WakeView, decide_wake
+from hive_core.team.wake import DISCONNECTED, WakeMemory, WakeView, decide_wake
 
 HOME = Path("/srv/office")
 RDIR = "/home/u/.hive-remote/abcd1234/desks/jim"

@@ -9,9 +9,7 @@ from pathlib import Path
 
 import msgspec
 
-from hive_core.paths import HivePaths
-from hive_core.remote import plan
-from hive_core.remote.usage import (
+from hive_core.cost.remote_usage import (
     BEGIN,
     END,
     REPLY_DATA_MAX,
@@ -24,8 +22,10 @@ from hive_core.remote.usage import (
     quiet_delay,
     where_on_host,
 )
+from hive_core.cost.usage import PASS_READ_MAX, UsageBook, claude_parser, codex_parser
+from hive_core.paths import HivePaths
+from hive_core.remote import plan
 from hive_core.schema import AgentSpec
-from hive_core.usage import PASS_READ_MAX, UsageBook, claude_parser, codex_parser
 
 HOST = "gpu1.lab"
 

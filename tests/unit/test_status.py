@@ -28,7 +28,7 @@ from hive_core.status import (
     limit_text,
     sign_in_drawn,
 )
-from hive_core.wake import MAX_SENDS, PRINTING, WakeMemory, WakeView, Watchdog, wake_seen
+from hive_core.team.wake import MAX_SENDS, PRINTING, WakeMemory, WakeView, Watchdog, wake_seen
 from tests.conftest import Running
 
 T0 = 1_780_000_000.0  # a fixed wall-clock start for every sequence

@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hive_core import wake
 from hive_core.events.decide import MailItem
 from hive_core.schema import Status
-from hive_core.wake import (
+from hive_core.team import wake
+from hive_core.team.wake import (
     GIVE_UP_S,
     MAX_SENDS,
     NUDGE_MAX_CHARS,

@@ -48,7 +48,7 @@ PRINTING = "its pane is still printing"
 TICK_S = 1.0
 IDLE_TICK_S = 10.0
 # Office mail whose id ends so waits for the agent's next turn and never starts one (the
-# manager's floor digest, hive_core/digest.py): a digest must not wake anyone.
+# manager's floor digest, hive_core/team/digest.py): a digest must not wake anyone.
 QUIET_SUFFIX = "-digest"
 # A remote desk whose link is down: nothing reaches its terminal; after the reconnect its
 # SessionStart (or the next tick) delivers what waits.

@@ -28,17 +28,17 @@ from pathlib import Path
 
 import msgspec
 
-from hive_core.paths import HivePaths
-from hive_core.remote import plan
-from hive_core.remote.ssh import remote_path_word, ssh_argv
-from hive_core.schema import AgentSpec
-from hive_core.usage import (
+from hive_core.cost.usage import (
     PASS_READ_MAX,
     LineParser,
     UsageBook,
     claude_parser,
     codex_parser,
 )
+from hive_core.paths import HivePaths
+from hive_core.remote import plan
+from hive_core.remote.ssh import remote_path_word, ssh_argv
+from hive_core.schema import AgentSpec
 
 log = logging.getLogger(__name__)
 

@@ -26,8 +26,8 @@ from hive_core.logfile import LogFollower
 from hive_core.paths import HivePaths
 from hive_core.routing.decide import router_notice
 from hive_core.schema import REPLY_OBLIGING_ACTS, HopRecord, LogEvent, Message, OfficeConfig
+from hive_core.team.wake import QUIET_SUFFIX
 from hive_core.text import one_line
-from hive_core.wake import QUIET_SUFFIX
 
 # A digest lists at most this many waiting requests (the oldest); the rest are counted.
 OPEN_SHOWN = 20

@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
+from hive_core.cost.remote_usage import RemoteUsage
+from hive_core.cost.usage import Tokens, UsageBook, UsageRecord, merged_sessions
 from hive_core.fsio import UnsafeFile, atomic_write, open_regular
 from hive_core.ids import utc_now_iso
 from hive_core.paths import HivePaths
-from hive_core.remote.usage import RemoteUsage
 from hive_core.schema import AgentSpec, ModelPrice, OfficeConfig, Task
-from hive_core.tasks import LedgerError, parse_ledger, tasks_of
-from hive_core.usage import Tokens, UsageBook, UsageRecord, merged_sessions
+from hive_core.team.tasks import LedgerError, parse_ledger, tasks_of
 
 if TYPE_CHECKING:
     import pygit2
@@ -332,7 +332,7 @@ class CostWatch:
 
     def read_pass(self, current: Mapping[str, str | None]) -> bool:
         """Read what was appended (a remote desk's on its host, over ssh:
-        hive_core/remote/usage.py); True if any sum may have changed."""
+        hive_core/cost/remote_usage.py); True if any sum may have changed."""
         sessions = merged_sessions(self.sessions, current)
         changed = sessions != self.sessions
         self.sessions = sessions
