@@ -28,8 +28,8 @@ from figures import figure
 from hive_core.config import load_office
 from hive_core.hive import init_office
 from hive_core.paths import HivePaths
-from hive_core.worktree_plan import parse_patch
 from hive_core.worktrees import patch, place, read_record, review
+from hive_core.worktrees.plan import parse_patch
 
 
 def git(cwd: Path, *args: str) -> None:

@@ -126,7 +126,7 @@ class HivePaths(NamedTuple):
 
     @property
     def worktrees(self) -> Path:
-        """The agents' git worktrees, one folder each (hive_core/worktrees.py)."""
+        """The agents' git worktrees, one folder each (hive_core/worktrees/)."""
         return self.home / "worktrees"
 
     def worktree(self, agent_id: str) -> Path:
@@ -134,9 +134,26 @@ class HivePaths(NamedTuple):
 
     @property
     def worktree_records(self) -> Path:
-        """Per agent with a worktree: `<agent>.json` (its branch and base),
-        `<agent>.setup.json` (worktree_setup ran), and `told.json` (overlaps warned of)."""
+        """What the office keeps of the agents' worktrees (the files below)."""
         return self.run / "worktrees"
+
+    def worktree_record(self, agent_id: str) -> Path:
+        """An agent's worktree: its path, branch and base (worktrees.WorktreeRecord)."""
+        return self.worktree_records / f"{agent_id}.json"
+
+    def worktree_setup_marker(self, agent_id: str) -> Path:
+        """Present once `worktree_setup` has run in the agent's worktree."""
+        return self.worktree_records / f"{agent_id}.setup.json"
+
+    @property
+    def worktree_overlaps(self) -> Path:
+        """The files two agents' branches both touch, as last found."""
+        return self.worktree_records / "overlaps.json"
+
+    @property
+    def worktree_told(self) -> Path:
+        """The overlaps the agents were already warned of."""
+        return self.worktree_records / "told.json"
 
     @property
     def memory_db(self) -> Path:

@@ -148,7 +148,7 @@ class OfficeSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # the manager is the one asking; hive_core/team/escalations.py).
     permission_tell_after_s: float = 120.0
     # A shell command run once in each new agent worktree (copy `.env`, install);
-    # hive_core/worktrees.py.
+    # hive_core/worktrees/.
     worktree_setup: str | None = None
     # How often the agents' branches are compared for files two of them change.
     worktree_check_s: float = 30.0
@@ -185,7 +185,7 @@ class AgentSpec(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     archived: bool = False
     model: str | None = None
     # Its own git worktree and branch; None: yes for a non-manager whose cwd is in a
-    # git repository (hive_core/worktree_plan.py).
+    # git repository (hive_core/worktrees/plan.py).
     worktree: bool | None = None
     # A desk on another machine: anything `ssh` accepts as a destination, and extra ssh
     # options for it; the CLI runs there inside `ssh -tt` (hive_core/remote/). cwd is then

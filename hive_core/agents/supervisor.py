@@ -44,7 +44,7 @@ from hive_core.remote.launch import LinkFailed, RemoteHomes, remote_launch, remo
 from hive_core.remote.ssh import SSH_FAILED
 from hive_core.schema import AgentSpec, OfficeConfig
 from hive_core.status import LinkDown
-from hive_core.worktree_plan import branch_name
+from hive_core.worktrees.plan import branch_name
 
 # A CLI that dies this fast did not start: a resumed session could not be resumed (it
 # is started afresh, once); a new one cannot start at all (no login, a bad command), so

@@ -1,6 +1,6 @@
 """The worktree verbs: `hive-office diff|merge|worktree remove` for the person, and
 `hive merge` for the manager. The git work, and the merge's course both these and the
-app's Diff screen follow (run_merge), are hive_core/worktrees.py."""
+app's Diff screen follow (run_merge), are hive_core/worktrees/."""
 
 from __future__ import annotations
 

@@ -26,8 +26,8 @@ from textual.widgets.option_list import Option
 from hive_core import mail
 from hive_core.paths import HivePaths
 from hive_core.schema import HUMAN, Draft, OfficeConfig
-from hive_core.worktree_plan import FilePatch
 from hive_core.worktrees import AgentReview, WorktreeError, plan_merge, render_plan, run_merge
+from hive_core.worktrees.plan import FilePatch
 from hive_tui.screens.confirm import ConfirmScreen
 
 Load = Callable[[], list[AgentReview]]

@@ -27,8 +27,8 @@ from hive_core.paths import HivePaths
 from hive_core.remote import plan
 from hive_core.remote.plan import REMOTE_ROOT, remote_worktree_relative
 from hive_core.schema import AgentSpec, Message
-from hive_core.worktree_plan import branch_name
 from hive_core.worktrees import NoFolder, RemoteGit, WorktreeKeeper, read_record
+from hive_core.worktrees.plan import branch_name
 from tests.serve_support import ServedOffice, served
 from tests.sshd_support import SshHost, running_sshd
 from tests.support import wait_for

@@ -23,8 +23,8 @@ from hive_core.hive import init_office
 from hive_core.mail import message_names
 from hive_core.paths import HivePaths
 from hive_core.schema import Draft
-from hive_core.worktree_plan import branch_name
 from hive_core.worktrees import changed_files, place, read_record, review
+from hive_core.worktrees.plan import branch_name
 from tests.support import wait_for
 
 BIN = Path(sys.executable).parent

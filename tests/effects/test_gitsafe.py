@@ -13,14 +13,14 @@ import pytest
 
 from hive_core import gitsafe
 from hive_core.fsio import UnsafeFile, open_regular, read_head
-from hive_core.worktree_plan import (
+from hive_core.worktrees import LOCAL
+from hive_core.worktrees.plan import (
     MODE_EXECUTABLE,
     MODE_FILE,
     MODE_LINK,
     new_file_patch,
     remote_new_files_script,
 )
-from hive_core.worktrees import LOCAL
 
 
 def git(cwd: Path, *args: str) -> subprocess.CompletedProcess[bytes]:

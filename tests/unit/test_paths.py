@@ -41,6 +41,8 @@ HOME_KINDS: dict[str, PlaceKind] = {
     # An agent's worktree is its working folder, like any folder of its own in the home.
     "worktrees": "home_other",
     "worktree_records": "run",
+    "worktree_overlaps": "run",
+    "worktree_told": "run",
     "memory_db": "memory_db",
     "ci_logs": "ci_logs",
     "protocol": "protocol",
@@ -206,6 +208,20 @@ def _is_part(node: ast.AST) -> bool:
     )
 
 
+# The office's own folders under run/: a file joined onto one elsewhere
+# (`paths.worktree_records / "told.json"`) is a layout path paths.py does not know. (A
+# mail folder's files are messages named by their id, the routing contract, not layout.)
+FOLDERS = frozenset(name for name, kind in HOME_KINDS.items() if kind == "run")
+
+
+def _extends_the_layout(node: ast.BinOp) -> bool:
+    return (
+        isinstance(node.left, ast.Attribute)
+        and node.left.attr in FOLDERS
+        and (isinstance(node.right, ast.JoinedStr) or _leading(node.right) is not None)
+    )
+
+
 def layout_literals(source: str, names: frozenset[str]) -> list[tuple[int, str, str]]:
     """(line, layout name, what) for each place `source` builds or parses a layout path
     itself. Place kinds (HivePaths.locate) share some names with folders (`inbox`), so a
@@ -221,6 +237,8 @@ def layout_literals(source: str, names: frozenset[str]) -> list[tuple[int, str, 
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
             if head := _layout_head(node.right, names):
                 add(node, head, f"builds a path: {ast.unparse(node)}")
+            elif _extends_the_layout(node):
+                add(node, node.left.attr, f"adds to the layout: {ast.unparse(node)}")  # type: ignore[attr-defined]
         elif isinstance(node, ast.Call):
             func = node.func
             called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
@@ -309,9 +327,11 @@ e = (("inbox",), ("outbox", ".sent"))
 f = log.with_name(f"log.jsonl.moved-{n}")
 g = f"agents/{who}"
 h = root / "agents/jim"
+i = self.paths.worktree_records / "told.json"
+j = paths.threads / f"{agent}.json"
 """
     lines = {line for line, _, _ in layout_literals(caught, names)}
-    assert lines == {3, 4, 5, 6, 7, 9, 10, 11, 12}, layout_literals(caught, names)
+    assert lines == {3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14}, layout_literals(caught, names)
     legitimate = """
 if to == "triage" or kind == "promoted" or loop == "memory":
     pass

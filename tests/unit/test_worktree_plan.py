@@ -11,7 +11,7 @@ import pytest
 from hive_core import gitsafe
 from hive_core.remote.plan import rdir_relative, remote_worktree_relative
 from hive_core.schema import AgentSpec
-from hive_core.worktree_plan import (
+from hive_core.worktrees.plan import (
     NO_FOLDER_EXIT,
     FileStat,
     Overlap,

@@ -1,6 +1,6 @@
 """Agents' git worktrees, the pure part: who gets one, its branch, and what git's
 output says (changed files, hunks, a merge check, the worktree list, overlaps between
-agents). hive_core/worktrees.py runs git and hands its output here; the app's Diff
+agents). hive_core/worktrees/ runs git and hands its output here; the app's Diff
 panel reads the same structs.
 """
 
