@@ -19,23 +19,20 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from hive_core.agents.gemini import DEFAULTS, with_defaults
-from hive_core.demo.scripted_model import Scenario, ToolUse, Turn, turn
+from hive_core.demo.scripted_model import ToolUse, Turn, turn
 from hive_core.demo.scripted_model.gemini import (
     CACHED_TOKENS,
     OUTPUT_TOKENS,
     PROMPT_TOKENS,
     THOUGHT_TOKENS,
-    ScriptedGemini,
     all_texts,
     function_responses,
     has_tool_result,
@@ -46,6 +43,7 @@ from hive_core.demo.scripted_model.gemini import (
 )
 from hive_core.demo.scripted_model.server import RecordedRequest
 from tests.e2e.test_ci_logs import REPO, FakeGh
+from tests.gemini_office import API_KEY, BIN, GEMINI, GeminiFloor, make_gemini_floor
 from tests.support import short_dir, wait_for
 from tests.tmux_support import (
     PREFIX_KEY,
@@ -58,9 +56,6 @@ from tests.tmux_support import (
     tmux_env,
 )
 
-BIN = Path(sys.executable).parent
-GEMINI = shutil.which("gemini", path=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-API_KEY = "AIza-scripted-0123456789abcdefghijkl"
 SIGN_IN = "How would you like to authenticate"
 
 pytestmark = [
@@ -69,141 +64,13 @@ pytestmark = [
 ]
 
 
-@dataclass
-class GeminiFloor:
-    root: Path
-    home: Path
-    project: Path
-    model: ScriptedGemini
-    env: dict[str, str]
-    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
-
-    # --- the office -----------------------------------------------------------------
-
-    def serve(self) -> None:
-        """Start `hive-office serve` and wait for jim's SessionStart."""
-        log = (self.root / "serve.log").open("ab")
-        self.procs.append(
-            subprocess.Popen(
-                [str(BIN / "hive-office"), "serve", "--home", str(self.home)],
-                env=self.env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        )
-        wait_for(
-            lambda: self.jim().get("session_id") and self.jim().get("status") == "idle",
-            "jim's SessionStart",
-            timeout=90,
-        )
-
-    def stop(self) -> None:
-        """Stop the office as the person does (SIGTERM), and wait for it."""
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-
-    def registry(self) -> dict[str, dict[str, Any]]:
-        try:
-            data = json.loads((self.home / "hive" / "registry.json").read_text())
-        except (FileNotFoundError, json.JSONDecodeError):
-            return {}
-        return {a["id"]: a for a in data["agents"]}
-
-    def jim(self) -> dict[str, Any]:
-        return self.registry().get("jim", {})
-
-    def run(self, *args: str, agent: str | None = None) -> subprocess.CompletedProcess[str]:
-        env = {**self.env, "HIVE_HOME": str(self.home)}
-        if agent:
-            env["HIVE_AGENT_ID"] = agent
-        result = subprocess.run(
-            [str(BIN / args[0]), *args[1:]], env=env, capture_output=True, text=True, timeout=60
-        )
-        assert result.returncode == 0, result.stderr
-        return result
-
-    def type(self, text: str) -> None:
-        self.run("hive-office", "type", "--home", str(self.home), "jim", text)
-
-    def why(self) -> dict[str, Any]:
-        out = self.run("hive-office", "why", "--home", str(self.home), "jim", "--json").stdout
-        data: dict[str, Any] = json.loads(out)
-        return data
-
-    def log(self) -> list[str]:
-        lines = (self.home / "hive" / "log.jsonl").read_text().splitlines()
-        return [e["detail"] for e in map(json.loads, lines) if e.get("agent") == "jim"]
-
-    def inbox(self, who: str) -> list[dict[str, Any]]:
-        folder = self.home / "hive" / ("human" if who == "human" else f"agents/{who}") / "inbox"
-        return [json.loads(p.read_text()) for p in sorted(folder.glob("2*.json"))]
-
-    def mail_jim(self, subject: str) -> str:
-        """A message from the person to jim; its id once delivered."""
-        before = {m["id"] for m in self.inbox("jim")}
-        self.run("hive", "send", "--to", "jim", "--subject", subject, "--body", "please answer")
-        new = wait_for(
-            lambda: [m["id"] for m in self.inbox("jim") if m["id"] not in before], "delivery"
-        )
-        return str(new[0])
-
-    # --- what Gemini did ------------------------------------------------------------
-
-    @property
-    def gemini_home(self) -> Path:
-        return self.home / "agent-settings" / "gemini" / "jim"
-
-    def chats(self) -> list[Path]:
-        return sorted((self.gemini_home / ".gemini" / "tmp").glob("*/chats/session-*.jsonl"))
-
-
 @pytest.fixture
 def make_floor(short_tmp: Path) -> Iterator[Callable[..., GeminiFloor]]:
     floors: list[GeminiFloor] = []
 
-    def make(
-        jim: Sequence[Turn], *, jim_options: str = "", more: str = "", key: bool = True
-    ) -> GeminiFloor:
-        """`more`: roster text after jim's entry; `key`: whether jim's `env` holds
-        GEMINI_API_KEY."""
+    def make(jim: Sequence[Turn], **kwargs: Any) -> GeminiFloor:
         # Short paths: the office's sockets live under the home (AF_UNIX paths <= 107 bytes).
-        root = short_tmp
-        home, project, user_home = root / "home", root / "project", root / "user"
-        for folder in (home, project, user_home):
-            folder.mkdir(parents=True, exist_ok=True)
-        model = ScriptedGemini(Scenario(list(jim), fallback="Noted."))
-        model.start()
-        (home / "office.toml").write_text(
-            '[office]\nmanager = "michael"\n'
-            '\n[[agents]]\nid = "michael"\nname = "Michael"\nrole = "Manager"\n'
-            f'provider = "shell"\ncwd = "{project}"\n'
-            '\n[[agents]]\nid = "jim"\nname = "Jim"\nrole = "Engineer"\n'
-            f'provider = "gemini"\ncwd = "{project}"\n'
-            + (f'env = {{ GEMINI_API_KEY = "{API_KEY}", ' if key else "env = { ")
-            + f'GOOGLE_GEMINI_BASE_URL = "{model.base_url}" }}\n'
-            + jim_options
-            + more
-        )
-        # The person's environment: no Gemini key or login of its own, an empty HOME
-        # (which must stay so: the desk's Gemini home is the office's).
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("GEMINI_", "GOOGLE_", "HIVE_", "TMUX"))
-        }
-        env.update(HOME=str(user_home), PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}")
-        subprocess.run(
-            [str(BIN / "hive-office"), "init", "--home", str(home)],
-            env=env,
-            check=True,
-            capture_output=True,
-        )
-        floor = GeminiFloor(root, home, project, model, env)
+        floor = make_gemini_floor(short_tmp, jim, **kwargs)
         floors.append(floor)
         return floor
 
@@ -605,10 +472,7 @@ def test_without_a_key_the_sign_in_made_in_one_pane_serves_the_next_desk(
     floor = make_floor(
         [turn(user_says("hello office"), "Hi."), turn(user_says("hello from pam"), "Hi Pam.")],
         key=False,
-        more=(
-            '\n[[agents]]\nid = "pam"\nname = "Pam"\nrole = "Engineer"\n'
-            'provider = "gemini"\n'
-        ),
+        more=('\n[[agents]]\nid = "pam"\nname = "Pam"\nrole = "Engineer"\nprovider = "gemini"\n'),
     )
     # The scripted API's address for every desk of the office, pam's too (no key).
     floor.env["GOOGLE_GEMINI_BASE_URL"] = floor.model.base_url
