@@ -161,7 +161,7 @@ class HivePaths(NamedTuple):
 
     @property
     def ci_logs(self) -> Path:
-        """The CI-log cache (hive_core/ci_logs.py): the one place its writer, its reader and
+        """The CI-log cache (hive_core/ci/): the one place its writer, its reader and
         the office's retention sweep find it, whatever their cwd or environment."""
         return self.home / "ci-logs"
 

@@ -152,7 +152,7 @@ class OfficeSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     worktree_setup: str | None = None
     # How often the agents' branches are compared for files two of them change.
     worktree_check_s: float = 30.0
-    # The CI-log cache (hive_core/ci_logs.py): a cached run older than this many days,
+    # The CI-log cache (hive_core/ci/): a cached run older than this many days,
     # or the oldest runs while the cache holds more than this many MB, are deleted with
     # their memory entries by the office's sweep.
     ci_logs_max_age_days: float = 30.0

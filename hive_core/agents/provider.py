@@ -61,7 +61,7 @@ class HookDecision:
         None  # extra text for the model (SessionStart, UserPromptSubmit, PostToolUse)
     )
     deny: str | None = None  # PreToolUse: refuse the tool, with a reason the model can act on
-    # PreToolUse: run the tool with this input instead (the CI-log rewrite, ci_logs.py).
+    # PreToolUse: run the tool with this input instead (the CI-log rewrite, hive_core/ci/rewrite.py).
     rewrite: dict[str, Any] | None = None
     block: str | None = None  # Stop: keep going, with this as the next instruction
 

@@ -1,5 +1,5 @@
 """`hive ci-logs view RUN`: a GitHub Actions log read once with `gh`, then from the office's
-cache (hive_core/ci_logs.py). The failed jobs become office memory (`hive memory search`).
+cache (hive_core/ci/). The failed jobs become office memory (`hive memory search`).
 """
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import sys
 
 import click
 
-from hive_core import ci_logs
+from hive_core import ci
 from hive_core.cli.common import BadUsage, HiveError, click_home, home_option, open_caller
 from hive_core.config import ConfigError
-from hive_core.memory.store import MemoryStoreError
+from hive_core.memory import MemoryStoreError, index_files
 
 
 @click.group("ci-logs", context_settings={"help_option_names": ["-h", "--help"]})
@@ -40,19 +40,25 @@ def ci_group() -> None:
     "--log-failed", "kind", flag_value="failed", default=True, help="The failed steps (default)."
 )
 @home_option
-def view(run_id: int, repo: str | None, attempt: int | None, kind: ci_logs.LogKind) -> None:
+def view(run_id: int, repo: str | None, attempt: int | None, kind: ci.LogKind) -> None:
     """Print run RUN's log from the cache, fetching it with `gh` on a miss."""
     if repo is not None:
         try:
-            ci_logs.split_repo(repo)
+            ci.split_repo(repo)
         except ValueError as e:
             raise BadUsage(str(e)) from None
     caller = open_caller(click_home())
     try:
-        viewed = ci_logs.view(
-            caller.paths, run_id, repo=repo, attempt=attempt, kind=kind, by=caller.who
+        viewed = ci.view(
+            caller.paths,
+            run_id,
+            repo=repo,
+            attempt=attempt,
+            kind=kind,
+            by=caller.who,
+            index=lambda files: index_files(caller.paths, files),
         )
-    except (ci_logs.CiLogError, ConfigError, MemoryStoreError) as e:
+    except (ci.CiLogError, ConfigError, MemoryStoreError) as e:
         raise HiveError(str(e)) from None
     if viewed.unkept is not None:
         log, why = viewed.unkept
@@ -62,4 +68,4 @@ def view(run_id: int, repo: str | None, attempt: int | None, kind: ci_logs.LogKi
     state = "from the cache" if viewed.hit else "fetched and kept"
     click.echo(f"hive: {viewed.key.external_id} {kind} log, {state} ({viewed.log})", err=True)
     sys.stdout.flush()
-    ci_logs.copy_out(viewed.log, sys.stdout.buffer)
+    ci.copy_out(viewed.log, sys.stdout.buffer)

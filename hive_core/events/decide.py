@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from hive_core.agents.provider import CanonicalEvent, HookDecision
-from hive_core.ci_logs import rewrite_command
+from hive_core.ci import rewrite_command
 from hive_core.events.shellwords import Simple, commands, program
 from hive_core.leases import Lease, holder_of, on_host, refusal
 from hive_core.paths import HivePaths, Place
@@ -350,7 +350,7 @@ def _urgent(message: MailItem, office: OfficeFacts) -> bool:
 
 def ci_log_rewrite(event: CanonicalEvent) -> dict[str, Any] | None:
     """The Bash call's input with a plain `gh run view ID --log[-failed]` made a read of
-    the office's CI-log cache (ci_logs.rewrite_command); None to leave the call as it is."""
+    the office's CI-log cache (ci.rewrite_command); None to leave the call as it is."""
     command = event.tool_input.get("command")
     if event.tool_name != "Bash" or not isinstance(command, str):
         return None

@@ -23,6 +23,8 @@ the app and remote desks may not import one (tests/unit/test_import_contracts.py
         # An empty, None or unknown caller raises CallerRefused before any query runs.
 
         store.apply(entries_for(paths, changed))  # the watcher: changed absolute paths
+    index_files(paths, files, store=None)     # read changed sources into the index (the
+                                              # CI-log cache's new run.json); their entries
         store.upsert(entry)                       # one Entry; replaces (source, external_id)
         store.delete_source_file(path)            # every entry that came from that file
         store.reindex()                           # re-read the whole hive; returns the count
@@ -78,7 +80,7 @@ from hive_core.memory.store import (
     SearchScope,
     open_store,
 )
-from hive_core.memory.write import changeable, edit, forget, note, promote
+from hive_core.memory.write import changeable, edit, forget, index_files, note, promote
 
 __all__ = [
     "SEMANTIC_HINT",
@@ -99,6 +101,7 @@ __all__ = [
     "edit",
     "entries_for",
     "forget",
+    "index_files",
     "note",
     "open_store",
     "promote",

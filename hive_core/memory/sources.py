@@ -13,7 +13,7 @@ Every entry is derived from one hive file, so the index can always be rebuilt:
 | promoted/<entry id>.json                       | promoted | office                        |
 | <mailbox>/inbox/, inbox/.done/, outbox/.sent/  | message  | office, only that mailbox's   |
 |                                                |          | owner (participants)          |
-| ../ci-logs/<owner>/<repo>/<run>/<attempt>/     | ci       | office (hive_core/ci_logs.py: |
+| ../ci-logs/<owner>/<repo>/<run>/<attempt>/     | ci       | office (hive_core/ci/:        |
 | run.json, the run and each failed job          |          | the CI-log cache, home level) |
 
 A message is indexed once per mailbox copy: the sender's `.sent` copy is visible to
@@ -50,8 +50,9 @@ from typing import Literal, NamedTuple
 
 import msgspec
 
-from hive_core import ci_logs
+from hive_core import ci
 from hive_core.fsio import is_temp_name
+from hive_core.memory import ci_runs
 from hive_core.memory.entry import OFFICE, Changes, Entry, Scope, Source, hive_relative
 from hive_core.paths import HivePaths, PlaceKind
 from hive_core.schema import HUMAN, Ledger, Message, is_agent_id
@@ -137,8 +138,11 @@ def locate(paths: HivePaths, path: Path | str) -> Located | None:
     triage and promoted entries are `*.json` right inside their folders."""
     place = paths.locate(path)
     if place is not None and place.kind == "ci_logs":
-        ci = ci_logs.summary_rel(paths, path)
-        return Located("ci", OFFICE, ci, ci) if ci is not None else None
+        run = ci.summary_run(paths, path)
+        if run is None:
+            return None
+        summary = hive_relative(paths.hive, run.summary)
+        return Located("ci", OFFICE, summary, summary)
     rel = _in_hive(paths, path)
     if place is None or rel is None:
         return None
@@ -449,8 +453,9 @@ def _read(
 ) -> tuple[list[Entry], str | None]:
     """The file's entries, and what to say about it (a markdown file cut at the cap)."""
     if found.kind == "ci":
-        # Beside the hive, in the office's own cache: read by ci_logs, never through a link.
-        return ci_logs.indexed(paths, found.rel), None
+        # Beside the hive, in the office's own cache: read as the cache reads it, never
+        # through a link.
+        return ci_runs.indexed(paths, found.rel), None
     data, mtime, cut = read_confined(paths, found, folders)
     kind, rel = found.kind, found.rel
     if cut:
@@ -514,5 +519,5 @@ def source_files(paths: HivePaths) -> list[Path]:
         found += [box.memory, box.notes, box.archive]
         for folder in box.message_dirs():
             found += sorted(folder.glob("*.json"))
-    found += ci_logs.summaries(paths)
+    found += ci.summaries(paths)
     return [p for p in found if p.is_file()]

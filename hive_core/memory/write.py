@@ -10,7 +10,7 @@ triage are not memory to change by hand: they have their own verbs and history.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 import msgspec
@@ -45,7 +45,10 @@ from hive_core.schema import HUMAN, is_agent_id
 NOTE_MAX = 16 * 1024
 
 
-def _index(paths: HivePaths, store: MemoryStore | None, files: set[Path]) -> list[Entry]:
+def index_files(
+    paths: HivePaths, files: Collection[Path], store: MemoryStore | None = None
+) -> list[Entry]:
+    """Read `files` (sources that changed) into the index; the entries they hold now."""
     changes = entries_for(paths, files)
     if store is not None:
         store.apply(changes)
@@ -88,7 +91,7 @@ def note(paths: HivePaths, agent_id: str, text: str, store: MemoryStore | None =
     # The note's first piece as the file will be split (a line of it that reads as a
     # heading ends the piece).
     digest = piece_key(chunks(line)[0].raw)
-    entries = _index(paths, store, {file})
+    entries = index_files(paths, {file}, store)
     # The last piece with this text is the one just appended (entries keep file order).
     return [e for e in entries if e.external_id.startswith(f"{rel}#{digest}")][-1]
 
@@ -128,7 +131,7 @@ def promote(paths: HivePaths, entry_id: str, by: str, store: MemoryStore | None 
     paths.promoted.mkdir(exist_ok=True)
     file = paths.promoted / f"{entry.id}.json"
     atomic_write(file, msgspec.json.format(msgspec.json.encode(record)) + b"\n")
-    return _index(paths, store, {file})[0]
+    return index_files(paths, {file}, store)[0]
 
 
 # --- forget and edit ---------------------------------------------------------------------
@@ -266,7 +269,7 @@ def _rewrite_piece(
             lines = data.decode("utf-8", errors="replace").splitlines()
             found = find_piece(lines, _key_of(entry))
             if found is None:
-                _index(paths, store, {file})  # the index was behind the file: catch it up
+                index_files(paths, {file}, store)  # the index was behind the file: catch it up
                 raise NotFound(f"{entry.id} is no longer in {entry.path} (it changed meanwhile).")
             start, end = found
             if text is None:
@@ -281,7 +284,7 @@ def _rewrite_piece(
                 break
         else:
             raise MemoryStoreError(f"{entry.path} kept changing; try again.")
-    entries = _index(paths, store, {file})
+    entries = index_files(paths, {file}, store)
     if text is None:
         return None
     key = f"{entry.path}#{key_at(new, start)}"
@@ -299,7 +302,7 @@ def forget(paths: HivePaths, entry_id: str, by: str, store: MemoryStore | None =
         # promoted/<id>.json is the office's own file (promote wrote it); deleting it demotes.
         file = paths.hive / entry.path
         file.unlink(missing_ok=True)
-        _index(paths, store, {file})
+        index_files(paths, {file}, store)
     else:
         _rewrite_piece(paths, entry, None, store)
     return entry
@@ -327,4 +330,4 @@ def edit(
     record = msgspec.json.decode(file.read_bytes(), type=Promoted)
     record.text = text.strip()
     atomic_write(file, msgspec.json.format(msgspec.json.encode(record)) + b"\n")
-    return _index(paths, store, {file})[0]
+    return index_files(paths, {file}, store)[0]

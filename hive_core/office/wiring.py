@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hive_core import ci_logs
+from hive_core import ci
 from hive_core.agents.providers import providers
 from hive_core.agents.state import AgentState, AgentStates
 from hive_core.agents.strays import Strays, set_subreaper
@@ -39,6 +39,7 @@ from hive_core.ids import new_message_id, utc_now_iso
 from hive_core.kick import KickServer
 from hive_core.logfile import LogRotation
 from hive_core.mail import iter_inbox
+from hive_core.memory import open_store
 from hive_core.memory.keeper import MemoryKeeper
 from hive_core.memory.retention import Retention
 from hive_core.memory.tidy import summarising
@@ -517,8 +518,12 @@ class Office(PersonActions):
             "worktrees": lambda: self.worktrees.run(stop),
             "strays": lambda: self.strays.run(stop),
             "digest": lambda: self.digest.run(stop),
-            "ci-logs": lambda: ci_logs.sweep_loop(
-                self.paths, self.config.office, stop, self._office_log
+            "ci-logs": lambda: ci.sweep_loop(
+                self.paths,
+                self.config.office,
+                stop,
+                self._office_log,
+                lambda: open_store(self.paths),
             ),
             "sockets": lambda: keep_sockets(
                 stop,

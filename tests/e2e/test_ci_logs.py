@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from hive_core import ci_logs
+from hive_core import ci
 from hive_core.agents.claude import ClaudeProvider
 from hive_core.agents.codex import CodexProvider
 from hive_core.agents.gemini import GeminiProvider
 from hive_core.agents.provider import CanonicalEvent, HookDecision
-from hive_core.ci_logs import rewrite_command
+from hive_core.ci import rewrite_command
 from hive_core.events.decide import ci_log_rewrite
 from hive_core.memory.entry import Entry, entry_id
 from hive_core.memory.store import open_store
@@ -115,6 +115,12 @@ def hive(
 def ci_entry(paths: HivePaths, external_id: str) -> Entry | None:
     with open_store(paths) as store:
         return store.lookup(entry_id("ci", external_id))
+
+
+def sweep(paths: HivePaths, settings: OfficeSettings) -> list[str]:
+    """One pass as the office makes it, on an index opened for it."""
+    with open_store(paths) as store:
+        return ci.sweep(paths, settings, store)
 
 
 def test_a_miss_fetches_once_and_a_hit_reads_the_cache(office_home: HivePaths, gh: FakeGh) -> None:
@@ -280,7 +286,7 @@ def test_retention_deletes_the_file_and_its_entries_together(
     (old.root / "notes.txt").write_text("mine")
 
     settings = OfficeSettings(ci_logs_max_age_days=30, ci_logs_max_mb=100)
-    removed = ci_logs.sweep(office_home, settings)
+    removed = sweep(office_home, settings)
     assert len(removed) == 1 and "older than 30 days" in removed[0]
     assert not old.summary.exists() and not old.failed_log.exists()
     assert (old.root / "notes.txt").read_text() == "mine"
@@ -290,21 +296,21 @@ def test_retention_deletes_the_file_and_its_entries_together(
 
     # Over the size cap: the oldest goes first, the newest stays.
     size = sum(f.stat().st_size for f in newest.files() if f.exists())
-    ci_logs.sweep(office_home, OfficeSettings(ci_logs_max_mb=size * 1.5 / 1e6))
+    sweep(office_home, OfficeSettings(ci_logs_max_mb=size * 1.5 / 1e6))
     assert not young.root.exists() and ci_entry(office_home, f"{REPO}#2#1") is None
     assert newest.summary.exists() and ci_entry(office_home, f"{REPO}#3#1") is not None
 
     # Entries whose run.json went some other way are deleted too.
     newest.summary.unlink()
     assert ci_entry(office_home, f"{REPO}#3#1") is not None
-    ci_logs.sweep(office_home, OfficeSettings())
+    sweep(office_home, OfficeSettings())
     assert ci_entry(office_home, f"{REPO}#3#1") is None
     # Its log, now without a run.json, is left while a writer may be between the two
     # writes, and goes once older than that.
     assert newest.failed_log.exists()
-    then = time.time() - ci_logs.ORPHAN_GRACE_S - 60
+    then = time.time() - ci.ORPHAN_GRACE_S - 60
     os.utime(newest.failed_log, (then, then))
-    ci_logs.sweep(office_home, OfficeSettings())
+    sweep(office_home, OfficeSettings())
     assert not newest.root.exists()
 
 
