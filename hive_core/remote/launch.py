@@ -1,5 +1,6 @@
-"""A remote desk's launch, the effects: the `prepare` ssh call, reading the files the
-launch ships, and the main `ssh -tt` argv (the pure parts are in plan.py)."""
+"""A remote desk's launch, the effects: the ssh calls that learn the host's $HOME and
+`prepare` the desk (its launch script on stdin), reading the files the launch ships, and
+the main `ssh -tt` argv (the pure parts are in plan.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from hive_core.remote import plan
 from hive_core.remote.ssh import ssh_argv
 from hive_core.schema import AgentSpec
 
-# prepare is a login and three commands; ConnectTimeout (ssh.BASE_OPTIONS) bounds the
+# prepare is a login and a few commands; ConnectTimeout (ssh.BASE_OPTIONS) bounds the
 # connect, this the rest.
 PREPARE_TIMEOUT_S = 60.0
 
@@ -24,18 +25,39 @@ class LinkFailed(Exception):
 
 
 class RemoteHomes:
-    """Each host's $HOME, learned by the desk's `prepare` call and kept for the office's
-    life (a failure forgets it: the next prepare learns it again)."""
+    """Each host's $HOME, kept for the office's life: learned by one ssh call before the
+    first start on a host (a desk's launch names absolute paths there), checked again by
+    every `prepare`; a failure forgets it, so the next start learns it again."""
 
     def __init__(self) -> None:
         self.homes: dict[str, str] = {}
 
-    async def prepare(self, spec: AgentSpec, paths: HivePaths, secret: str) -> str:
-        """Run `prepare` for this desk (its private folder, stale sockets gone, the
-        start's secret kept there) and return the host's $HOME; raises LinkFailed with
-        the reason."""
+    async def home(self, spec: AgentSpec, paths: HivePaths) -> str:
+        """spec.host's $HOME; raises LinkFailed with the reason."""
+        assert spec.host is not None
+        known = self.homes.get(spec.host)
+        if known is None:
+            known = await self._call(spec, paths, plan.HOME_COMMAND, b"", "asking")
+            self.homes[spec.host] = known
+        return known
+
+    async def prepare(self, spec: AgentSpec, paths: HivePaths, home: str, script: str) -> None:
+        """Run `prepare` for this desk (its private folder, stale sockets gone) with the
+        launch script on its stdin, the one way the start's values reach the host;
+        raises LinkFailed with the reason, or if the host's $HOME is no longer `home`
+        (the script names paths under it)."""
         assert spec.host is not None
         command = plan.prepare_command(plan.office_key(paths.home), spec.id)
+        now = await self._call(spec, paths, command, script.encode(), "preparing")
+        if now != home:
+            self.homes.pop(spec.host, None)
+            raise LinkFailed(f"$HOME on {spec.host} is now {now}, not {home}")
+
+    async def _call(
+        self, spec: AgentSpec, paths: HivePaths, command: str, data: bytes, what: str
+    ) -> str:
+        """Run `command` on the host with `data` on its stdin; the $HOME it prints last."""
+        assert spec.host is not None
         argv = ssh_argv(spec, paths, command)
         try:
             proc = await asyncio.create_subprocess_exec(
@@ -48,12 +70,12 @@ class RemoteHomes:
             self.homes.pop(spec.host, None)
             raise LinkFailed(f"ssh cannot be run: {exc}") from None
         try:
-            out, err = await asyncio.wait_for(proc.communicate(secret.encode()), PREPARE_TIMEOUT_S)
+            out, err = await asyncio.wait_for(proc.communicate(data), PREPARE_TIMEOUT_S)
         except TimeoutError:
             proc.kill()
             await proc.wait()
             self.homes.pop(spec.host, None)
-            raise LinkFailed(f"preparing {spec.host} took over {PREPARE_TIMEOUT_S:g} s") from None
+            raise LinkFailed(f"{what} {spec.host} took over {PREPARE_TIMEOUT_S:g} s") from None
         home = plan.parse_home(out.decode(errors="replace"))
         if proc.returncode != 0 or home is None:
             self.homes.pop(spec.host, None)
@@ -61,7 +83,6 @@ class RemoteHomes:
                 err.decode(errors="replace"), f"ssh exited with code {proc.returncode}"
             )
             raise LinkFailed(reason)
-        self.homes[spec.host] = home
         return home
 
 
@@ -89,9 +110,10 @@ def remote_launch(
     remote_venv: str,
     executable: str,
     office_env: Mapping[str, str],
-) -> Launch:
-    """The local launch the provider made, as `ssh -tt` running it on spec.host. Raises
-    plan.ShipError (a sentence) if its files cannot be sent."""
+) -> tuple[Launch, str]:
+    """The local launch the provider made, as `ssh -tt` running it on spec.host, and the
+    launch script that `RemoteHomes.prepare` must send before it runs. Raises
+    plan.ShipError (a sentence) if it cannot be sent."""
     rdir = plan.rdir_of(remote_home, plan.office_key(paths.home), spec.id)
     env = plan.remote_env(launch.env, office_env, rdir, spec.env)
     argv = [executable, *launch.argv[1:]]
@@ -102,7 +124,7 @@ def remote_launch(
         for n in named
         if Path(n).is_dir()
     ]
-    command = plan.remote_command(
+    start = plan.remote_start(
         argv,
         env,
         rdir,
@@ -126,11 +148,12 @@ def remote_launch(
     for key in plan.ALWAYS:
         if key in launch.env:
             local_env[key] = launch.env[key]
-    return Launch(
-        argv=ssh_argv(spec, paths, command, master=True, extra=extra),
+    local = Launch(
+        argv=ssh_argv(spec, paths, start.command, master=True, extra=extra),
         env=local_env,
         cwd=paths.home,
     )
+    return local, start.script
 
 
 def remote_log_reason(paths: HivePaths, agent_id: str, fallback: str) -> str:

@@ -4,7 +4,11 @@ The provider makes a local Launch (argv, env, cwd) as for any desk; this turns i
 what runs on the host (docs: /work/notes/remote-design.md, issue 17): the desk's private
 folder (rdir), the environment the host gets (only what the office added, plus the
 forwarded sockets), the files the launch names under the office home shipped into
-<rdir>/files, and the one command string ssh hands the remote shell. launch.py runs it.
+<rdir>/files, and what crosses to the host in two parts: the command string ssh hands the
+remote shell, which is an argv on both machines (any user there reads it with `ps`), so
+it holds no value of the environment and no file's text; and the launch script, which
+`prepare` receives on its stdin and keeps in a private file, and which the command
+sources (and the script removes) before it execs the CLI. launch.py runs them.
 """
 
 from __future__ import annotations
@@ -17,11 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hive_core.remote.ssh import remote_path_word
+from hive_core.schema import ENV_KEY_RE
 from hive_core.text import stripped
 
 # The command is one argv string on both ends, and Linux takes at most 128 KiB in one
-# argv string (MAX_ARG_STRLEN): the whole command stays under COMMAND_MAX, and the files
-# the launch ships inside it under SHIP_MAX.
+# argv string (MAX_ARG_STRLEN): the command and the environment the CLI is exec'd with
+# stay under COMMAND_MAX together, and the files the launch ships under SHIP_MAX.
 COMMAND_MAX = 120 * 1024
 SHIP_MAX = 96 * 1024
 # Reconnect backoff: 1, 2, 4, ... seconds, capped; the manager hears of a host that
@@ -32,9 +37,10 @@ TELL_AFTER = 3
 # pane's terminal is the office's emulator, not the office's terminal.
 ALWAYS = ("TERM", "COLORTERM")
 # The office's own: never sent (the host has no hive files; these point at the office's).
-NOT_SENT = ("HIVE_HOME", "HIVE_SOCKET", "HIVE_CONTROL", "PATH", "HIVE_SECRET")
-# The start's secret on the host: written by prepare from its stdin, read by the launch.
-SECRET_FILE = "secret"
+NOT_SENT = ("HIVE_HOME", "HIVE_SOCKET", "HIVE_CONTROL", "PATH")
+# The launch script on the host, in the desk's private folder: written by prepare from
+# its stdin, sourced by the launch command, removed by its own first line.
+LAUNCH_FILE = "launch.sh"
 
 
 class ShipError(ValueError):
@@ -66,16 +72,21 @@ def rdir_of(remote_home: str, key: str, agent_id: str) -> str:
     return f"{remote_home.rstrip('/')}/{rdir_relative(key, agent_id)}"
 
 
+# Prints the host's $HOME: the last line of prepare, and alone what learns it before
+# the first start on a host (remote paths must be absolute).
+HOME_COMMAND = "printf '%s\\n' \"$HOME\""
+
+
 def prepare_command(key: str, agent_id: str) -> str:
     """Make the desk's folder private (umask 077), remove the sockets a dropped link left
-    (ssh cannot bind over them), keep the start's secret that arrives on stdin (never in
-    an argv, which every user of either machine can read), and print $HOME (remote
-    paths must be absolute)."""
+    (ssh cannot bind over them), keep the launch script that arrives on stdin (a 0600
+    file: it holds the secret, the environment and the shipped files, which no argv of
+    either machine may), and print $HOME."""
     rdir = '"$HOME"/' + shlex.quote(rdir_relative(key, agent_id))
     return (
         f"umask 077 && mkdir -p {rdir}/files && chmod 700 {rdir} && "
-        f"rm -f {rdir}/hook.sock {rdir}/control.sock && cat > {rdir}/{SECRET_FILE} && "
-        "printf '%s\\n' \"$HOME\""
+        f"rm -f {rdir}/hook.sock {rdir}/control.sock && cat > {rdir}/{LAUNCH_FILE} && "
+        + HOME_COMMAND
     )
 
 
@@ -181,7 +192,16 @@ def rewrite(word: str, shipped: Sequence[Shipped]) -> str:
     return word
 
 
-def remote_command(
+@dataclass(frozen=True)
+class RemoteStart:
+    """A remote desk's start: `command`, what the host's login shell runs (an argv on
+    both machines: names and paths only), and `script`, prepare's stdin (every value)."""
+
+    command: str
+    script: str
+
+
+def remote_start(
     argv: Sequence[str],
     env: Mapping[str, str],
     rdir: str,
@@ -189,36 +209,43 @@ def remote_command(
     shipped: Sequence[Shipped],
     venv_bin: str,
     folders: Sequence[Shipped] = (),
-) -> str:
-    """The string the host's login shell runs: take the secret prepare kept, write the
-    shipped files (private), cd to the desk's cwd there, exec argv with env and the
-    remote venv first on PATH. `folders`: the folders the launch names (a CODEX_HOME),
-    made there and named by their place there (their files are among `shipped`)."""
-    words = ["umask", "077"]
-    secret = shlex.quote(f"{rdir}/{SECRET_FILE}")
-    # Read once, then gone from the disk: it lives on only in the desk's environment.
-    words += ["&&", f'HIVE_SECRET="$(cat {secret})"', "&&", "rm", "-f", secret]
-    words += ["&&", "export", "HIVE_SECRET"]
+) -> RemoteStart:
+    """The command sources the launch script (umask 077 first: what it writes is
+    private), cds to the desk's cwd there and execs argv. The script removes itself,
+    writes the shipped files, and exports env and PATH with the remote venv first, all
+    with shell builtins, so no value is ever an argv there either. `folders`: the folders
+    the launch names (a CODEX_HOME), made there and named by their place there (their
+    files are among `shipped`)."""
+    places = [*shipped, *folders]
+    script = shlex.quote(f"{rdir}/{LAUNCH_FILE}")
+    # First, so that whatever follows fails, the values are on the disk only while the
+    # shell reads them (it keeps the file open; bash reads it whole).
+    lines = [f"rm -f {script}"]
     made = dict.fromkeys(
         [*(s.remote.rsplit("/", 1)[0] for s in shipped), *(f.remote for f in folders)]
     )
-    for folder in made:
-        words += ["&&", "mkdir", "-p", shlex.quote(folder)]
-    for item in shipped:
-        words += ["&&", "printf", "%s", shlex.quote(item.content), ">", shlex.quote(item.remote)]
-    words += ["&&", "cd", remote_path_word(cwd), "&&", "exec", "env"]
-    places = [*shipped, *folders]
-    words += [shlex.quote(f"{k}={rewrite(v, places)}") for k, v in env.items()]
-    words.append(shlex.quote(f"PATH={venv_bin}:") + '"$PATH"')
-    words += [shlex.quote(rewrite(a, places)) for a in argv]
+    lines += [f"mkdir -p {shlex.quote(folder)}" for folder in made]
+    lines += [
+        f"printf %s {shlex.quote(item.content)} > {shlex.quote(item.remote)}" for item in shipped
+    ]
+    exported = {k: rewrite(v, places) for k, v in env.items()}
+    for name, value in exported.items():
+        # The roster's keys are checked so; the office's own additions are such names.
+        if not ENV_KEY_RE.match(name):
+            raise ShipError(f"{name!r} is not a variable name a shell can export; rename it.")
+        lines.append(f"export {name}={shlex.quote(value)}")
+    lines.append(f'export PATH={shlex.quote(venv_bin + ":")}"$PATH"')
+    words = ["umask", "077", "&&", ".", script, "&&", "cd", remote_path_word(cwd)]
+    words += ["&&", "exec", *(shlex.quote(rewrite(a, places)) for a in argv)]
     command = " ".join(words)
-    if len(command.encode()) > COMMAND_MAX:
+    size = len(command.encode()) + sum(len(f"{k}={v}".encode()) + 1 for k, v in exported.items())
+    if size > COMMAND_MAX:
         raise ShipError(
-            f"the launch is {len(command.encode()) // 1024} KiB, more than the "
-            f"{COMMAND_MAX // 1024} KiB one ssh command can carry; shorten the agent's "
-            "prompt or config."
+            f"the launch is {size // 1024} KiB, more than the {COMMAND_MAX // 1024} KiB a "
+            "remote desk's command and environment can carry; shorten the agent's prompt, "
+            "config or env."
         )
-    return command
+    return RemoteStart(command=command, script=" &&\n".join(lines) + "\n")
 
 
 def main_extra(rdir: str, ssh_log: str, hook_socket: str, control_socket: str) -> list[str]:

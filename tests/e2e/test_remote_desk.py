@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +20,7 @@ import pytest
 
 from hive_core.mail import message_names
 from hive_core.remote import plan
+from tests.cmdline_support import argv_holding
 from tests.serve_support import ServedOffice, served
 from tests.sshd_support import SshHost, forget_on_host, running_sshd
 from tests.support import wait_for
@@ -32,13 +34,21 @@ host = "{host}"
 ssh_args = {ssh_args}
 cwd = "{cwd}"
 command = ["bash", "--norc", "--noprofile", "-i"]
+env = {{ DESK_TOKEN = "{token}-{id}" }}
 """
+# A value only the roster's env holds (the host's CLI must see it; no argv may).
+TOKEN = f"roster-env-{uuid.uuid4().hex}"
 
 
 def roster(host: SshHost, work: Path) -> str:
     desks = "".join(
         DESK.format(
-            id=i, name=i.title(), host=host.alias, ssh_args=json.dumps(host.ssh_args), cwd=work
+            id=i,
+            name=i.title(),
+            host=host.alias,
+            ssh_args=json.dumps(host.ssh_args),
+            cwd=work,
+            token=TOKEN,
         )
         for i in ("pam", "jim")
     )
@@ -106,8 +116,17 @@ def test_a_shell_desk_on_another_host_sends_reads_and_proves_who_it_is(
         rdir = plan.rdir_of(str(Path.home()), plan.office_key(office.home), "pam")
         assert (remote, home, sock, cwd) == ("1", "unset", f"{rdir}/hook.sock", str(work))
         assert not (work / ".hive").exists() and not (work / "office.toml").exists()
-        # The start's secret came through a file that is gone once read.
-        assert not Path(rdir, plan.SECRET_FILE).exists()
+        # The roster's env and the start's secret reach the CLI there ...
+        shell(office, "pam", 'printf "%s|%s|END\\n" "$DESK_TOKEN" "$HIVE_SECRET" > values.txt')
+        token, secret, _ = wrote(work / "values.txt").strip().split("|")
+        assert token == f"{TOKEN}-pam" and len(secret) >= 32
+        # ... through the launch script prepare kept, gone once read, while no process's
+        # argv on either end (the local ssh, the host's shell, the CLI) holds them: `ps`
+        # shows every user the desk's command, which names only that script.
+        assert not Path(rdir, plan.LAUNCH_FILE).exists()
+        assert argv_holding(f"{rdir}/{plan.LAUNCH_FILE}"), "the desk's command is not in ps"
+        for value in (token, secret, f"{TOKEN}-jim"):
+            assert argv_holding(value) == []
 
         # Mail both ways: pam's `hive send` lands in michael's inbox, from pam.
         shell(

@@ -10,11 +10,10 @@ from pathlib import Path
 import pytest
 
 from hive_core.agents.identity import system_prompt
-from hive_core.events.decide import MailItem
 from hive_core.paths import HivePaths
 from hive_core.remote import plan
 from hive_core.remote.ssh import ssh_argv
-from hive_core.schema import AgentSpec, OfficeConfig, OfficeSettings
+from hive_core.schema import AgentSpec, MailItem, OfficeConfig, OfficeSettings
 from hive_core.status import LinkDown, Signals, explain
 from hive_core.team.wake import DISCONNECTED, WakeMemory, WakeView, decide_wake
 
@@ -33,9 +32,11 @@ def test_prepare_is_private_removes_stale_sockets_and_prints_home() -> None:
     assert command.startswith("umask 077 && mkdir -p ")
     assert '"$HOME"/.hive-remote/abcd1234/desks/jim/hook.sock' in command
     assert '"$HOME"/.hive-remote/abcd1234/desks/jim/control.sock' in command
-    # The secret arrives on stdin into a file of the private folder, never in an argv.
-    assert 'cat > "$HOME"/.hive-remote/abcd1234/desks/jim/secret' in command
-    assert command.endswith("printf '%s\\n' \"$HOME\"")
+    # The launch script (every value of the start) arrives on stdin into a file of the
+    # private folder, never in an argv.
+    assert 'cat > "$HOME"/.hive-remote/abcd1234/desks/jim/launch.sh &&' in command
+    assert command.endswith(plan.HOME_COMMAND)
+    assert plan.HOME_COMMAND == "printf '%s\\n' \"$HOME\""
 
 
 def test_parse_home_takes_the_last_absolute_line() -> None:
@@ -65,6 +66,7 @@ def test_remote_env_is_what_the_office_added_plus_the_sockets() -> None:
     env = plan.remote_env(launch, office, RDIR)
     assert env == {
         "HIVE_AGENT_ID": "jim",
+        "HIVE_SECRET": "s3",  # in the launch script, as every value (never in an argv)
         "TERM": "xterm-256color",  # always: the pane's terminal, not the office's
         "COLORTERM": "truecolor",
         "LANG": "en_GB.UTF-8",
@@ -119,41 +121,62 @@ def test_rewrite_replaces_the_longest_shipped_path_first() -> None:
     assert plan.rewrite("/srv/office/other", shipped) == "/srv/office/other"
 
 
-def test_remote_command_quotes_every_word_and_keeps_the_remote_path() -> None:
-    content = 'it\'s $HOME `x` "q"\nline2'
+def commands(script: str) -> list[list[str]]:
+    """The launch script read back as a POSIX shell reads it: its `&&`-joined commands,
+    each as its words."""
+    found: list[list[str]] = [[]]
+    for word in shlex.split(script):
+        if word == "&&":
+            found.append([])
+        else:
+            found[-1].append(word)
+    return found
+
+
+HOSTILE = "it's $HOME `x` \"q\"\nline2 \\ '' $(id) %s"
+
+
+def test_remote_start_keeps_every_value_out_of_the_command_and_in_the_script() -> None:
+    content = HOSTILE + " file-text-7c1e"
     shipped = [plan.Shipped("/srv/office/s.json", f"{RDIR}/files/s.json", content)]
-    command = plan.remote_command(
-        ["claude", "--settings", "/srv/office/s.json", "--append-system-prompt", "a 'b' $c"],
-        {"G": "x y$z", "F": "/srv/office/s.json"},
-        RDIR,
-        "~/work dir",
-        shipped,
-        "/home/u/v/bin",
-    )
-    words = shlex.split(command)
-    assert words[:2] == ["umask", "077"]
-    # The secret is read from the file prepare wrote (the local argv never holds it).
-    assert f'HIVE_SECRET="$(cat {RDIR}/secret)"' in command
-    assert words[words.index("export") + 1] == "HIVE_SECRET"
-    assert words[words.index("rm") : words.index("rm") + 3] == ["rm", "-f", f"{RDIR}/secret"]
-    printf = words.index("printf")
-    assert words[printf : printf + 5] == ["printf", "%s", content, ">", f"{RDIR}/files/s.json"]
-    assert "$HOME/work dir" in words  # ~ left for the remote shell: "$HOME"/'work dir'
-    assert '"$HOME"/' in command
-    tail = words[words.index("env") :]
-    assert tail == [
-        "env",
-        "G=x y$z",
-        f"F={RDIR}/files/s.json",
-        "PATH=/home/u/v/bin:$PATH",  # $PATH expanded there: the venv first on the host's
-        "claude",
-        "--settings",
-        f"{RDIR}/files/s.json",
-        "--append-system-prompt",
-        "a 'b' $c",
+    env = {
+        "OPENAI_API_KEY": "sk-value-91ab",
+        "G": HOSTILE,
+        "F": "/srv/office/s.json",
+        "HIVE_SECRET": "secret-d00d",
+    }
+    argv = ["claude", "--settings", "/srv/office/s.json", "--append-system-prompt", "a 'b' $c"]
+    start = plan.remote_start(argv, env, RDIR, "~/work dir", shipped, "/home/u/v/bin")
+    script = f"{RDIR}/launch.sh"
+    # The command, an argv on both machines, is names, paths and the CLI's argv alone.
+    assert shlex.split(start.command) == [
+        "umask", "077", "&&", ".", script, "&&", "cd", "$HOME/work dir", "&&", "exec",
+        "claude", "--settings", f"{RDIR}/files/s.json", "--append-system-prompt", "a 'b' $c",
+    ]  # fmt: skip
+    assert '"$HOME"/' in start.command  # ~ left for the remote shell: "$HOME"/'work dir'
+    for value in ("sk-value-91ab", "file-text-7c1e", "secret-d00d", "line2", "$(id)"):
+        assert value not in start.command
+    # The script, read back: it removes itself first, writes the shipped file with a
+    # builtin (no argv), exports every variable with its value (the shipped path
+    # rewritten to its place there), and puts the remote venv first on the host's PATH.
+    assert commands(start.script) == [
+        ["rm", "-f", script],
+        ["mkdir", "-p", f"{RDIR}/files"],
+        ["printf", "%s", content, ">", f"{RDIR}/files/s.json"],
+        ["export", "OPENAI_API_KEY=sk-value-91ab"],
+        ["export", f"G={HOSTILE}"],
+        ["export", f"F={RDIR}/files/s.json"],
+        ["export", "HIVE_SECRET=secret-d00d"],
+        ["export", "PATH=/home/u/v/bin:$PATH"],  # $PATH expanded there
     ]
-    assert command.endswith(shlex.quote("a 'b' $c"))
-    assert 'PATH=/home/u/v/bin:"$PATH"' in command
+    assert start.script.endswith('export PATH=/home/u/v/bin:"$PATH"\n')
+
+
+def test_a_name_no_shell_can_export_is_refused_with_a_sentence() -> None:
+    with pytest.raises(plan.ShipError, match="not a variable name"):
+        plan.remote_start(["sh"], {"A-B": "x"}, RDIR, "/w", [], "/v/bin")
+    start = plan.remote_start(["sh"], {"A_B": "x"}, RDIR, "/w", [], "/v/bin")
+    assert commands(start.script)[1] == ["export", "A_B=x"]
 
 
 def test_main_extra_forwards_both_sockets_and_fails_without_them() -> None:
@@ -219,10 +242,13 @@ def test_wake_path_types_nothing_into_a_disconnected_desk() -> None:
 
 
 def test_a_launch_longer_than_one_argv_string_is_refused_with_a_sentence() -> None:
-    ok = plan.remote_command(["claude", "x" * 1000], {}, RDIR, "/w", [], "/v/bin")
-    assert ok.endswith("x" * 1000)
+    ok = plan.remote_start(["claude", "x" * 1000], {"K": "y" * 1000}, RDIR, "/w", [], "/v/bin")
+    assert ok.command.endswith("x" * 1000)
     with pytest.raises(plan.ShipError, match="more than the 120 KiB"):
-        plan.remote_command(["claude", "x" * plan.COMMAND_MAX], {}, RDIR, "/w", [], "/v/bin")
+        plan.remote_start(["claude", "x" * plan.COMMAND_MAX], {}, RDIR, "/w", [], "/v/bin")
+    # The environment the CLI is exec'd with counts too, though it is not in the command.
+    with pytest.raises(plan.ShipError, match="more than the 120 KiB"):
+        plan.remote_start(["claude"], {"K": "y" * plan.COMMAND_MAX}, RDIR, "/w", [], "/v/bin")
 
 
 def test_a_remote_desk_s_prompt_names_no_office_path_and_points_at_hive() -> None:
@@ -263,10 +289,11 @@ def test_a_named_folder_is_named_by_its_place_on_the_host_and_made_there() -> No
     shipped = plan.ship_plan({f"{folder}/config.toml": b"x = 1"}, HOME, RDIR)
     there = plan.place_on_host(folder, HOME, RDIR)
     assert there == f"{RDIR}/files/agent-settings/codex/jim"
-    command = plan.remote_command(
+    start = plan.remote_start(
         ["codex"], {"CODEX_HOME": folder}, RDIR, "/w", shipped, "/v/bin",
         [plan.Shipped(folder, there, "")],
     )  # fmt: skip
-    words = shlex.split(command)
-    assert f"CODEX_HOME={there}" in words and folder not in command
-    assert words[words.index(there) - 2 : words.index(there)] == ["mkdir", "-p"]
+    done = commands(start.script)
+    assert ["export", f"CODEX_HOME={there}"] in done and folder not in start.script
+    assert ["mkdir", "-p", there] in done
+    assert done.index(["mkdir", "-p", there]) < done.index(["export", f"CODEX_HOME={there}"])
