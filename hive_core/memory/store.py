@@ -73,6 +73,8 @@ ARM_DEPTH = 50
 # The usual reciprocal rank fusion constant (Cormack et al.): damps the head of each list.
 RRF_K = 60
 EMBED_BATCH = 64
+# Row ids looked up in one statement (SQLite bounds a statement's parameters).
+IDS_AT_ONCE = 500
 # A query term in at least this many entries is "common": scoring every entry that holds
 # it is what makes an OR query slow at 100k entries, and its low IDF adds little to the
 # ranking. Common terms only select candidates when the query has no rarer term.
@@ -587,6 +589,9 @@ class MemoryStore:
         # The roster (and the person): the only ids a search may run as.
         self.callers = callers
         self._embedder: embed.Embedder | None = None
+        # The vectors as last read, and what memory.db had been through then (_seen).
+        self._held: tuple[tuple[int, int], embed.Vectors] | None = None
+        self._commits = 0  # this connection's own (data_version counts only others')
         self._lock = threading.RLock()
         self.recovered: list[str] = []
         self.refused: tuple[str, ...] = ()
@@ -650,6 +655,8 @@ class MemoryStore:
         with _open_lock(self.paths):
             self.recovered = [f"memory.db was unusable ({why})", *discard(path)]
             self._db, self.fresh = self._connect()
+            # A new connection counts data_version afresh: what was held says nothing.
+            self._held = None
             self._reindex()
 
     def replaced(self) -> bool:
@@ -687,6 +694,7 @@ class MemoryStore:
                 self._db.execute("ROLLBACK")
             raise
         self._db.execute("COMMIT")
+        self._commits += 1
 
     # --- writes ----------------------------------------------------------------------------
 
@@ -991,10 +999,9 @@ class MemoryStore:
         """
         model = self.embedder()
         # A vector never outlives its entry (ON DELETE CASCADE): as many vectors as
-        # entries is every entry embedded, told without reading either table.
-        counts = "SELECT (SELECT count(*) FROM entries), (SELECT count(*) FROM vectors)"
-        entries, vectors = self._db.execute(counts).fetchone()
-        if entries == vectors:
+        # entries is every entry embedded, told without reading either table again.
+        entries = self._db.execute("SELECT count(*) FROM entries").fetchone()[0]
+        if entries == len(self._vectors(model.dim)):
             return 0
         pending = self._db.execute(
             "SELECT rid, text FROM entries WHERE rid NOT IN (SELECT rid FROM vectors)"
@@ -1013,19 +1020,41 @@ class MemoryStore:
                 )
         return len(pending) - len(doing)
 
+    def _seen(self) -> tuple[int, int]:
+        """What memory.db has been through, as this connection tells: other connections'
+        commits (data_version) and its own. Unchanged, no vector has changed."""
+        return self._db.execute("PRAGMA data_version").fetchone()[0], self._commits
+
+    def _vectors(self, dim: int) -> embed.Vectors:
+        """Every stored vector, read again only after memory.db changed (any commit: a
+        change of an entry's text drops its vector, and another process may embed)."""
+        seen = self._seen()
+        if self._held is None or self._held[0] != seen:
+            rows = self._db.execute("SELECT rid, vec FROM vectors ORDER BY rid").fetchall()
+            self._held = seen, embed.Vectors([(r[0], r[1]) for r in rows], dim)
+        return self._held[1]
+
     def _nearest(self, query: str, where: str, params: dict[str, str]) -> list[str]:
         model = self.embedder()
         self.embed_pending()
-        rows = self._db.execute(
-            f"SELECT e.id, v.vec FROM vectors v JOIN entries e ON e.rid = v.rid WHERE {where} "
-            "ORDER BY e.id",
-            params,
-        ).fetchall()
+        vectors = self._vectors(model.dim)
         # Brute-force cosine over only the rows the scope admits: exact, and at the size of
-        # an office's memory (thousands of entries) a few milliseconds.
-        return embed.nearest(
-            model.embed([query])[0], [(r[0], r[1]) for r in rows], ARM_DEPTH, model.dim
-        )
+        # an office's memory (tens of thousands of entries) a few milliseconds.
+        admitted = [
+            r[0] for r in self._db.execute(f"SELECT e.rid FROM entries e WHERE {where}", params)
+        ]
+        near = vectors.nearest(model.embed([query])[0], admitted, ARM_DEPTH)
+        ids: dict[int, str] = {}
+        # Many rows tie when many entries hold the same text: asked in pieces, as a
+        # statement takes a bounded number of parameters.
+        for start in range(0, len(near), IDS_AT_ONCE):
+            rids = [rid for rid, _ in near[start : start + IDS_AT_ONCE]]
+            marks = ",".join("?" * len(rids))
+            sql = f"SELECT rid, id FROM entries WHERE rid IN ({marks})"
+            ids.update((r[0], r[1]) for r in self._db.execute(sql, rids))
+        # Best first; identical text (equal scores) in the order of entry ids.
+        ranked = sorted((-score, ids[rid]) for rid, score in near if rid in ids)
+        return [entry_id for _, entry_id in ranked[:ARM_DEPTH]]
 
 
 def open_store(paths: HivePaths) -> MemoryStore:
