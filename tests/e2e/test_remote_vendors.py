@@ -12,7 +12,9 @@ tests/gemini_office.py). What a person relies on, for each:
 
 The host is this machine, so the roster's paths (the project, the scripted API's
 address) are the same there; its environment is not the office's: the roster's `env`
-carries the key, as a person's office.toml would.
+carries the key, as a person's office.toml would. The key reaches the CLI (the scripted
+API sees it), while no process's argv on either end holds it, nor the text of a file
+shipped to the host (Codex's auth.json holds the key): `ps` shows argv to every user.
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ import pytest
 from hive_core.demo.scripted_model import Turn, turn
 from hive_core.demo.scripted_model import gemini as gemini_api
 from hive_core.demo.scripted_model import responses as codex_api
+from hive_core.remote import plan
+from tests import codex_office, gemini_office
+from tests.cmdline_support import argv_holding
 from tests.codex_office import CODEX, DESK, make_codex_office, model_of, serving_codex
 from tests.gemini_office import GEMINI, make_gemini_floor
 from tests.sshd_support import SshHost, forget_on_host, running_sshd
@@ -65,6 +70,26 @@ def runs_over_ssh(entry: dict[str, Any]) -> bool:
     return argv0.endswith(b"/ssh")
 
 
+def shipped_texts(home: Path, desk: str) -> list[str]:
+    """The text of each file the office shipped to the desk's folder on the host (this
+    machine): those there with a file at the same place under the office home (the CLI
+    writes files of its own there too). The desk's command, naming its launch script
+    (gone once read), must be in `ps` now, or finding no value there proves nothing."""
+    rdir = Path(plan.rdir_of(str(Path.home()), plan.office_key(home), desk))
+    assert argv_holding(f"{rdir}/{plan.LAUNCH_FILE}"), "the desk's command is not in ps"
+    assert not (rdir / plan.LAUNCH_FILE).exists()
+    there = sorted(f for f in (rdir / "files").rglob("*") if f.is_file())
+    here = [home / f.relative_to(rdir / "files") for f in there]
+    return [f.read_text() for f in here if f.is_file()]
+
+
+def in_argv(values: list[str]) -> dict[str, list[str]]:
+    """The processes of this user whose argv holds one of `values` (a whole file's text,
+    a key), by the value's start."""
+    found = {value[:60]: argv_holding(value) for value in values if len(value) >= 16}
+    return {value: argv for value, argv in found.items() if argv}
+
+
 def the_message_sent(inbox: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [m for m in inbox if m["subject"] == SUBJECT]
 
@@ -98,6 +123,9 @@ def test_a_codex_desk_on_another_host_is_woken_sends_mail_and_meets_the_policy(
         # Returns once SessionStart and the first turn's Stop came from the host.
         with serving_codex(office, short_tmp / "serve.log"):
             assert runs_over_ssh(dwight())
+            texts = shipped_texts(office.home, DESK)
+            assert any(codex_office.API_KEY in t for t in texts), "no auth.json was shipped"
+            assert in_argv([codex_office.API_KEY, *texts]) == {}
             office.run("hive", "send", "--to", DESK, "--subject", MAIL, "--body", "Tell Michael.")
             [delivered] = wait_for(lambda: office.inbox(DESK), "delivery to dwight")
             mail["id"] = delivered["id"]
@@ -114,6 +142,9 @@ def test_a_codex_desk_on_another_host_is_woken_sends_mail_and_meets_the_policy(
 
     assert sent["from"] == DESK and sent["body"] == "Sent on the remote host."
     assert len(the_message_sent(office.inbox("michael"))) == 1
+    # The key reached the CLI on the host, out of any argv.
+    keys = {r.headers.get("authorization") for r in model.main_requests}
+    assert keys == {f"Bearer {codex_office.API_KEY}"}, keys
     woken = [
         r for r in model.main_requests if NUDGE in "\n".join(codex_api.last_input_texts(r.body))
     ]
@@ -152,6 +183,7 @@ def test_a_gemini_desk_on_another_host_is_woken_sends_mail_and_meets_the_policy(
         # Returns once jim's SessionStart came from the host.
         floor.serve()
         assert runs_over_ssh(floor.jim())
+        assert in_argv([gemini_office.API_KEY, *shipped_texts(floor.home, "jim")]) == {}
         mail["id"] = floor.mail_jim(MAIL)
         wait_for(lambda: floor.jim()["status"] == "working", "jim woken (BeforeAgent)")
         answered = floor.model.wait_for(lambda r: r.turn == 1, 90)
@@ -165,6 +197,9 @@ def test_a_gemini_desk_on_another_host_is_woken_sends_mail_and_meets_the_policy(
 
     assert sent["from"] == "jim" and sent["body"] == "Sent on the remote host."
     assert len(the_message_sent(floor.inbox("michael"))) == 1
+    # The key reached the CLI on the host, out of any argv.
+    keys = {r.headers.get("x-goog-api-key") for r in floor.model.main_requests}
+    assert keys == {gemini_office.API_KEY}, keys
     woken = [
         r
         for r in floor.model.main_requests
