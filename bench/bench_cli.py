@@ -79,14 +79,16 @@ provider = "shell"
 FULL = "import sys; from hive_core.cli.hive import main; main(sys.argv[1:])"
 
 
-def install(venv: Path, fresh: bool) -> Path:
-    """This checkout as a wheel, installed in `venv` (made if missing); its bin folder."""
+def install(venv: Path, fresh: bool, *, source: Path = ROOT, extras: str = "") -> Path:
+    """`source` (this checkout) as a wheel, installed in `venv` (made if missing) with
+    `extras` ("semantic"); its bin folder."""
     with tempfile.TemporaryDirectory(prefix="hive-wheel-") as dist:
         subprocess.run(
-            [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", dist, str(ROOT)],
+            [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", dist, str(source)],
             check=True,
         )
-        (wheel,) = Path(dist).glob("hive_office-*.whl")
+        (built,) = Path(dist).glob("hive_office-*.whl")
+        wheel = f"{built}[{extras}]" if extras else str(built)
         if fresh or not (venv / "bin" / "python").exists():
             shutil.rmtree(venv, ignore_errors=True)
             subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
@@ -95,12 +97,12 @@ def install(venv: Path, fresh: bool) -> Path:
             # interpreter's start on every call.
             pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
             subprocess.run([*pip, "--upgrade", "pip"], check=True)
-            subprocess.run([*pip, str(wheel)], check=True)
+            subprocess.run([*pip, wheel], check=True)
         else:
-            subprocess.run(
-                [venv / "bin" / "pip", "install", "-q", "--force-reinstall", "--no-deps", wheel],
-                check=True,
-            )
+            pip = [str(venv / "bin" / "pip"), "install", "-q"]
+            subprocess.run([*pip, "--force-reinstall", "--no-deps", str(built)], check=True)
+            if extras:  # a kept venv made without them gets them now
+                subprocess.run([*pip, wheel], check=True)
     return venv / "bin"
 
 

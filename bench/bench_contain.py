@@ -1,5 +1,5 @@
 """What containing a desk costs (issue 24): start-up and the hook round trip, with and
-without the Landlock domain (hive_core/agents/contain.py). Measures; asserts nothing.
+without the Landlock domain (hive_core/desks/contain.py). Measures; asserts nothing.
 
     .venv/bin/python bench/bench_contain.py [shell|hook|claude|all] [--runs 30]
                                             [--claude-runs 8] [--agents 5] [--quick]
@@ -45,9 +45,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from bench_hook import STOP_EVENT, serve  # noqa: E402
 
-from hive_core.agents import contain  # noqa: E402
-from hive_core.agents.pty_session import PtySession  # noqa: E402
-from hive_core.agents.supervisor import hook_command  # noqa: E402
+from hive_core.agents.provider import hook_command  # noqa: E402
+from hive_core.desks import contain  # noqa: E402
+from hive_core.desks.pty_session import PtySession  # noqa: E402
 from hive_core.hive import init_office  # noqa: E402
 from hive_core.paths import HivePaths  # noqa: E402
 from tests.claude_office import ClaudeOffice  # noqa: E402

@@ -33,7 +33,7 @@ from figures import figure
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from hive_core.agents.pty_session import PtySession  # noqa: E402
+from hive_core.desks.pty_session import PtySession  # noqa: E402
 from tests.support import wait_for  # noqa: E402
 from tests.tmux_support import TmuxOffice  # noqa: E402
 

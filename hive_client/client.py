@@ -18,7 +18,7 @@ word (SO_PEERCRED and the process's ancestry, hive_core/control.py) and checks w
 environment claims (HIVE_AGENT_ID, HIVE_SECRET) against it as for every verb; the verb
 then runs in the office as that proven caller, never as what this end says. A file the
 command line names is read here, by this process (READ): from its cwd, with only what
-this process may read (a contained desk's, hive_core/agents/contain.py), never what the
+this process may read (a contained desk's, hive_core/desks/contain.py), never what the
 office may.
 
 Where it runs (`runs_in_office`): every verb, but those in LOCAL and a few command
@@ -66,7 +66,7 @@ LOCAL = {
 # the verb names an office this process has not looked up, and `log --follow` lives
 # until Ctrl+C.
 _LOCAL_WORDS = frozenset({"-h", "--help", "--version", "--home"})
-# Set in a contained desk's environment (hive_core/agents/supervisor.py); a desk that
+# Set in a contained desk's environment (hive_core/desks/supervisor.py); a desk that
 # unsets it runs LOCAL verbs in its own walls, where their writes fail.
 CONTAINED_ENV = "HIVE_CONTAINED"
 _DEFAULT_HOME = "~/.hive-office"  # hive_core.paths.DEFAULT_HOME (tests pin the two together)

@@ -88,6 +88,19 @@ web = true
 """
 
 
+# How an office.toml `injection_patterns` entry is read (routing/trust.py compiles them).
+PATTERN_FLAGS = re.IGNORECASE | re.MULTILINE
+
+
+def pattern_problem(pattern: str) -> str | None:
+    """Why an office.toml injection pattern cannot be used, or None."""
+    try:
+        re.compile(pattern, PATTERN_FLAGS)
+    except re.error as e:
+        return f"injection pattern {pattern!r} is not a regular expression ({e})."
+    return None
+
+
 def load_office(path: Path) -> OfficeConfig:
     """Parse and validate office.toml. Raises ConfigError with the line and the reason."""
     try:
@@ -235,10 +248,6 @@ def check_office(config: OfficeConfig) -> list[Problem]:
                 )
             )
     if settings.injection_patterns:
-        # Here, not at the top: every mail verb loads office.toml, and the search's
-        # module (base64, unicodedata) is only needed when an office sets its own list.
-        from hive_core.routing.trust import pattern_problem
-
         for pattern in settings.injection_patterns:
             if (why := pattern_problem(pattern)) is not None:
                 problems.append(("office", None, "injection_patterns", why))

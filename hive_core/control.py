@@ -72,12 +72,11 @@ import msgspec
 
 from hive_core import listen
 from hive_core.actions import BY_NAME
-from hive_core.agents.state import AgentState
 from hive_core.caller import REQUEST_MAX
 from hive_core.caller import request as request
 from hive_core.conncap import ConnectionCap
 from hive_core.listen import Peer as Peer
-from hive_core.schema import HUMAN, ControlReply, ControlRequest
+from hive_core.schema import HUMAN, AgentSpec, ControlReply, ControlRequest
 
 Handler = Callable[[ControlRequest], Awaitable[ControlReply]]
 Log = Callable[[str, str], None]  # (agent id, what happened)
@@ -99,6 +98,26 @@ STRAY = (
     "the person nor a desk. Run `hive` from your desk's terminal, or as the person from "
     "your own"
 )
+
+
+class Desk(Protocol):
+    """What the control server reads of a desk while the office runs (the office's
+    desks.state.AgentState is one): read-only, so any of its kinds will do."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def spec(self) -> AgentSpec: ...
+
+    @property
+    def secret(self) -> str: ...
+
+    @property
+    def status(self) -> str: ...
+
+    @property
+    def pid(self) -> int | None: ...
 
 
 class Attributed(NamedTuple):
@@ -138,7 +157,7 @@ class ControlServer:
         path: Path,
         handle: Handler,
         *,
-        agents: Mapping[str, AgentState] | None = None,
+        agents: Mapping[str, Desk] | None = None,
         log: Log | None = None,
         desk: str | None = None,
         relay: VerbHandler | None = None,
@@ -154,7 +173,7 @@ class ControlServer:
         request with `agent` set to whoever whoami says the caller is."""
         self.path = path
         self._handle = handle
-        self._agents: Mapping[str, AgentState] = agents if agents is not None else {}
+        self._agents: Mapping[str, Desk] = agents if agents is not None else {}
         self._log = log
         self.desk = desk
         self._relay = relay
@@ -390,7 +409,7 @@ def decide_call(who: Attributed, cmd: str, verb: str) -> ControlReply | None:
 
 
 def decide_whoami(
-    owner: str | None, req: ControlRequest, agents: Mapping[str, AgentState]
+    owner: str | None, req: ControlRequest, agents: Mapping[str, Desk]
 ) -> tuple[ControlReply, str | None]:
     """Who the caller is, from whose process it is (`owner`, None for the person) and
     what it claims (`req.agent`, `req.secret`). Also the desk the person acts for while
@@ -448,7 +467,7 @@ def link_refusal(desk: str, who: Attributed | ControlReply) -> str | None:
     return f"a connection to {desk}'s own socket from a process that is not its ssh link"
 
 
-def decide_desk(desk: str, req: ControlRequest, agents: Mapping[str, AgentState]) -> ControlReply:
+def decide_desk(desk: str, req: ControlRequest, agents: Mapping[str, Desk]) -> ControlReply:
     """A request on remote desk `desk`'s own socket, where every connection is the desk's
     (its ssh link forwards the host's socket there; the host's processes are out of the
     kernel's sight). For whoami: the answer, as for a process of the desk's own session.
@@ -476,7 +495,7 @@ def decide_desk(desk: str, req: ControlRequest, agents: Mapping[str, AgentState]
     return reply
 
 
-def _secret_matches(state: AgentState, secret: str) -> bool:
+def _secret_matches(state: Desk, secret: str) -> bool:
     return bool(state.secret) and hmac.compare_digest(state.secret.encode(), secret.encode())
 
 

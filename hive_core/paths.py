@@ -10,6 +10,8 @@ from hive_core import invocation
 from hive_core.schema import HUMAN
 
 DEFAULT_HOME = "~/.hive-office"
+# The demo's own home (hive_core/demo/office.py), when neither --home nor HIVE_HOME names one.
+DEFAULT_DEMO_HOME = "~/.hive-office-demo"
 # AF_UNIX socket paths hold at most 107 bytes on Linux (every socket above is one).
 SOCKET_PATH_MAX = 107
 
@@ -19,6 +21,12 @@ def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
     runs a verb for it: hive_core/invocation.py)."""
     raw = home or invocation.getenv("HIVE_HOME") or DEFAULT_HOME
     return Path(raw).expanduser().absolute()
+
+
+def demo_home(home: str | None) -> Path:
+    """--home, then $HIVE_HOME, then the demo's own folder. Whichever it is, the demo
+    uses it only if it is empty or a previous demo's (demo/office.py claim_demo_home)."""
+    return Path(home or os.environ.get("HIVE_HOME") or DEFAULT_DEMO_HOME).expanduser().absolute()
 
 
 # NamedTuples, not dataclasses: every `hive` command builds these, and the dataclasses
@@ -129,6 +137,20 @@ class HivePaths(NamedTuple):
         """The agents' git worktrees, one folder each (hive_core/worktrees/)."""
         return self.home / "worktrees"
 
+    def locked(self, hook_program: Path) -> tuple[Path, ...]:
+        """What no agent may change, for the CLIs' own deny rules (agents/claude.py), which
+        hold even if a hook goes unanswered: the office's files and folders that the hook
+        policy locks (events/decide.py `_LOCKED`, the home itself aside) and the hook
+        program."""
+        return (
+            self.office_toml,
+            self.run,
+            self.agent_settings,
+            self.memory_db,
+            self.git_dir,
+            hook_program,
+        )
+
     def worktree(self, agent_id: str) -> Path:
         return self.worktrees / agent_id
 
@@ -196,7 +218,7 @@ class HivePaths(NamedTuple):
 
     @property
     def leases_lock(self) -> Path:
-        """The leases' write lock (hive_core/leases.py), beside the ledger's, for the same
+        """The leases' write lock (hive_core/team/leases.py), beside the ledger's, for the same
         reason."""
         return self.run / "leases.lock"
 
@@ -224,7 +246,7 @@ class HivePaths(NamedTuple):
 
     @property
     def leases(self) -> Path:
-        """Who holds which files of a repository, until when (hive_core/leases.py)."""
+        """Who holds which files of a repository, until when (hive_core/team/leases.py)."""
         return self.hive / "leases.json"
 
     @property

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 import msgspec
 
-from hive_core.routing.marks import caution
+from hive_core.marks import caution
 from hive_core.schema import LogEvent, Message, Registry
 from hive_core.text import one_line
 from hive_core.text import shown as clean  # the one rule (hive_core/text.py)
@@ -91,12 +91,19 @@ ATTENTION = frozenset(
 )
 
 
+def status_words(status: str, pid: int | None, exit_status: int | None = None) -> str:
+    """A status as a person reads it: a running process with its pid, an exit with its
+    code (`exit_status` is the code, or minus the signal)."""
+    if status == "running" and pid is not None:
+        return f"running (pid {pid})"
+    if status == "exited" and exit_status is not None:
+        how = f"signal {-exit_status}" if exit_status < 0 else f"code {exit_status}"
+        return f"exited ({how})"
+    return status
+
+
 def roster(registry: Registry, caller: str, costs: Mapping[str, str] | None = None) -> str:
     """`costs`: each agent's estimated cost as the office last summed it (cost.label)."""
-    # Here, not at the top: agents.state brings dataclasses (and inspect), a third of
-    # what a mail verb costs, and only the roster needs it.
-    from hive_core.agents.state import status_words
-
     rows: list[tuple[str, ...]] = [("ID", "NAME", "PROVIDER", "STATUS", "COST", "ROLE")]
     for entry in registry.agents:
         marks = ("*" if entry.manager else "") + (" (you)" if entry.id == caller else "")

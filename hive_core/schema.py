@@ -142,7 +142,7 @@ class OfficeSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # stalled (hive_core/status.py).
     stall_after_s: float = 300.0
     # How the app tells the person an agent needs them: BEL and a desktop notification
-    # (OSC 9 and 777), BEL only, or nothing (hive_core/notify.py).
+    # (OSC 9 and 777), BEL only, or nothing (hive_core/clients/notify.py).
     notify: Literal["desktop", "bell", "off"] = "desktop"
     # A permission prompt open this long is told to the manager once (to the person when
     # the manager is the one asking; hive_core/team/escalations.py).
@@ -440,3 +440,17 @@ class ControlReply(msgspec.Struct, kw_only=True):
     ok: bool
     error: str | None = None
     detail: str | None = None
+
+
+class MailItem(msgspec.Struct, frozen=True, kw_only=True):
+    """An unread message as its reader is told of it: the hook's digest
+    (events/decide.py), the wake line (team/wake.py), a hookless pane's title."""
+
+    id: str  # the file's name without .json: what `hive done` takes
+    sender: str
+    act: str
+    subject: str
+    needs_human: bool = False
+    # The router's marks (Message): mail to read as material, not instructions.
+    origin: str | None = None
+    injection: str | None = None

@@ -30,9 +30,8 @@ from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Static, TabbedContent, TabPane
 
-from hive_core import notify
 from hive_core.actions import BY_NAME, PersonAction
-from hive_core.agents.state import status_words
+from hive_core.clients import notify
 from hive_core.clients.protocol import AgentView
 from hive_core.cost import label
 from hive_core.health import Problem
@@ -40,7 +39,7 @@ from hive_core.hint import office_command
 from hive_core.mail import DraftRefused, send
 from hive_core.memory import Hit, Mode, SearchScope, search
 from hive_core.office import Office
-from hive_core.render import why_text
+from hive_core.render import status_words, why_text
 from hive_core.schema import HUMAN, ControlRequest, Draft, Message
 from hive_core.status import TITLE_KINDS
 from hive_core.worktrees import office_review, read_overlaps
@@ -163,7 +162,7 @@ class HiveApp(App[None], inherit_bindings=False):
         self.overlapping: set[str] = set()  # agents whose branch touches another's file
         # What the Inbox tab shows: what waits for the person (hive_core/team/escalations.py).
         self.escalations: dict[str, Message] = {}
-        # What has rung the person's terminal (hive_core/notify.py): each thing once.
+        # What has rung the person's terminal (hive_core/clients/notify.py): each thing once.
         self._rung = notify.Seen()
         self._in_tmux = bool(os.environ.get("TMUX"))
         # Every agent's pane, made when first asked for; the focused one is composed,

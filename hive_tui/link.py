@@ -26,7 +26,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
 
-from hive_core.agents.state import AgentState
 from hive_core.clients.protocol import (
     PROTOCOL_VERSION,
     Action,
@@ -55,6 +54,7 @@ from hive_core.clients.protocol import (
 )
 from hive_core.config import load_office
 from hive_core.cost import Sum
+from hive_core.desks.state import AgentState
 from hive_core.health import Problem
 from hive_core.office import Office
 from hive_core.paths import HivePaths

@@ -13,7 +13,7 @@ from typing import NoReturn
 
 import click
 
-from hive_core.agents.supervisor import tool_path
+from hive_core.agents.provider import tool_path
 from hive_core.cli.office import HOME_HELP, create_office, fail
 from hive_core.cli.office import cli as core
 from hive_core.config import ConfigError, load_office
@@ -65,13 +65,8 @@ def _need_terminal() -> None:
 def _demo(home: str | None) -> None:
     """A demo office in its own home (never yours), laid out afresh each run."""
     from hive_core.agents.claude import ClaudeProvider
-    from hive_core.demo.office import (
-        DemoHomeTaken,
-        apply_env,
-        claim_demo_home,
-        demo_home,
-        start_demo,
-    )
+    from hive_core.demo.office import DemoHomeTaken, apply_env, claim_demo_home, start_demo
+    from hive_core.paths import demo_home
     from hive_tui.app import HiveApp
 
     _need_terminal()

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 import msgspec
 
-from hive_core.agents.supervisor import LOGIN_COMPONENT, NO_LOGIN_HINT, start_failure_cause
+from hive_core.desks.supervisor import LOGIN_COMPONENT, NO_LOGIN_HINT, start_failure_cause
 
 AGENT = "agent:"
 # Failures whose cause another line says in full, by that line's component.

@@ -10,9 +10,9 @@ import pytest
 import pytest_textual_snapshot
 from hypothesis import settings
 
-from hive_core.agents.state import AgentState
 from hive_core.config import load_office
 from hive_core.control import ControlServer
+from hive_core.desks.state import AgentState
 from hive_core.hive import init_office
 from hive_core.office import Office, office_lock
 from hive_core.paths import HivePaths

@@ -41,9 +41,9 @@ from hive_core.agents.provider import (
     office_env,
     program_argv,
     text_field,
+    tool_path,
 )
-from hive_core.cost.usage import UsageSource, claude_files, claude_parser
-from hive_core.events.decide import locked_paths
+from hive_core.agents.usage import UsageSource, claude_files, claude_parser
 from hive_core.fsio import READ_ONLY_MODE, atomic_write
 from hive_core.paths import HivePaths
 from hive_core.schema import AgentSpec
@@ -100,8 +100,6 @@ def claude_command(program: str = "claude") -> str:
     it, else its path (scripts/setup puts it in .venv/bin, which is not on PATH)."""
     if shutil.which(program):
         return program
-    # Imported here: the `hive` verbs load this module and need nothing of the supervisor.
-    from hive_core.agents.supervisor import tool_path
 
     search = os.pathsep.join([*tool_path(), os.environ.get("PATH", "")])
     return shutil.which(program, path=search) or program
@@ -157,7 +155,7 @@ class ClaudeProvider:
     def prepare(self, ctx: LaunchContext) -> Launch:
         path = self.settings_path(ctx)
         path.parent.mkdir(parents=True, exist_ok=True)
-        locked = locked_paths(ctx.paths, Path(cth_hook.__file__).parent)
+        locked = ctx.paths.locked(Path(cth_hook.__file__).parent)
         settings = settings_for(ctx.hook_command, locked)
         # Read-only on disk too: no agent needs to change its settings.
         atomic_write(path, msgspec.json.format(msgspec.json.encode(settings)), mode=READ_ONLY_MODE)

@@ -85,7 +85,7 @@ from hive_core.agents.provider import (
     program_argv,
     text_field,
 )
-from hive_core.cost.usage import LineParser, Tokens, UsageRecord, UsageSource
+from hive_core.agents.usage import LineParser, Tokens, UsageRecord, UsageSource
 from hive_core.fsio import READ_ONLY_MODE, UnsafeFile, atomic_write, read_regular
 from hive_core.paths import HivePaths
 from hive_core.schema import AgentSpec

@@ -47,7 +47,7 @@ from typing import TypeVar
 import msgspec
 
 from hive_core.fsio import UnsafeFile, read_regular
-from hive_core.paths import HivePaths
+from hive_core.paths import DEFAULT_DEMO_HOME, HivePaths, demo_home
 from hive_core.schema import AgentSpec
 
 _T = TypeVar("_T")
@@ -350,8 +350,6 @@ def desk_env(agent_env: Mapping[str, str], base: Mapping[str, str] | None = None
 def demo_command(home: Path) -> str:
     """How to open the demo from here: it takes $HIVE_HOME as its home, which it
     refuses when that is this office's."""
-    from hive_core.demo.office import DEFAULT_DEMO_HOME, demo_home
-
     if demo_home(None) != Path(home).absolute():
         return "hive-office --demo"
     return shlex.join(

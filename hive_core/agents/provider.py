@@ -9,12 +9,14 @@ the office's canonical decision back into the reply that CLI understands.
 from __future__ import annotations
 
 import shutil
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, get_args
 
-from hive_core.cost.usage import UsageSource
+import cth_hook
+from hive_core.agents.usage import UsageSource
 from hive_core.paths import HivePaths
 from hive_core.schema import AgentSpec
 
@@ -198,3 +200,15 @@ def program_argv(agent: AgentSpec, default: str, env: dict[str, str]) -> list[st
 def text_field(value: object) -> str | None:
     """A hook payload field, if it is a string (payloads come from another program)."""
     return value if isinstance(value, str) else None
+
+
+def hook_command() -> list[str]:
+    """How agent CLIs run the shim: the venv's interpreter on the shim's file, isolated
+    (-I: no PYTHON* variables or user site) and without site start-up (-S), which
+    makes a hook about 10 ms faster than the console-script wrapper."""
+    return [sys.executable, "-I", "-S", str(Path(cth_hook.__file__).parent / "__main__.py")]
+
+
+def tool_path() -> list[str]:
+    """Folders that must come first on an agent's PATH so `hive` and `cth-hook` resolve."""
+    return [str(Path(sys.executable).parent)]

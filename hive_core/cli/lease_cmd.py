@@ -1,4 +1,4 @@
-"""`hive lease` and `hive release`: file leases (hive_core/leases.py) from the command line.
+"""`hive lease` and `hive release`: file leases (hive_core/team/leases.py) from the command line.
 
 Taking, renewing and releasing a lease changes what other agents may edit, so the caller
 must be proven (the office runs). Listing needs nothing. A PATH is a file, a folder (its
@@ -15,7 +15,7 @@ import time
 import click
 import msgspec
 
-from hive_core import invocation, leases
+from hive_core import invocation
 from hive_core.caller import Caller
 from hive_core.cli.common import (
     RELAYED_ENV,
@@ -26,10 +26,10 @@ from hive_core.cli.common import (
     open_caller,
     relayed,
 )
-from hive_core.leases import Lease
 from hive_core.render import clean
 from hive_core.schema import HUMAN
-from hive_core.team import tasks
+from hive_core.team import leases, tasks
+from hive_core.team.leases import Lease
 
 # `hive lease list` and `hive lease break` are verbs; a file named so is `./list`.
 _VERBS = ("list", "break")

@@ -37,7 +37,7 @@ def mcp_command() -> None:
     """
     # Imported here: the mcp package takes most of a second to import, and every other
     # `hive` verb (agents run them constantly) must not pay for it.
-    from hive_core import mcp_server
+    from hive_core.cli import mcp_server
 
     try:
         caller = mcp_server.open_caller(office_paths(click_home()))

@@ -202,7 +202,7 @@ def list_offices() -> None:
 @click.pass_context
 def doctor(ctx: click.Context, home: str | None) -> None:
     """Check the office, git, sockets and each agent's CLI; say what to fix."""
-    from hive_core.doctor import run_checks
+    from hive_core.cli.doctor import run_checks
 
     checks = run_checks(_paths(home or ctx.obj["home"]))
     for check in checks:

@@ -21,8 +21,8 @@ from typing import Generic, Literal, TypeVar
 
 import msgspec
 
-from hive_core.agents.state import AgentState
 from hive_core.cost import Sum
+from hive_core.desks.state import AgentState
 from hive_core.health import Problem
 from hive_core.schema import ControlReply, ControlRequest
 from hive_core.status import AgentStatus

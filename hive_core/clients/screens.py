@@ -11,7 +11,7 @@ or without clients, and it has the pty's size; clients must not answer them too.
 
 from __future__ import annotations
 
-from hive_core.agents.supervisor import Supervisor
+from hive_core.desks.supervisor import Supervisor
 from hive_core.terminal.emulator import GhosttyEmulator
 
 

@@ -35,8 +35,6 @@ from pathlib import Path
 import msgspec
 
 from hive_core import listen
-from hive_core.agents.state import AgentState, AgentStates
-from hive_core.agents.supervisor import Supervisor
 from hive_core.clients.protocol import (
     Action,
     ActionReply,
@@ -66,6 +64,8 @@ from hive_core.clients.screens import Screens
 from hive_core.conncap import ConnectionCap
 from hive_core.control import STRAY, Here, Peer, ancestry, attribute
 from hive_core.cost import Sum
+from hive_core.desks.state import AgentState, AgentStates
+from hive_core.desks.supervisor import Supervisor
 from hive_core.fsio import atomic_write
 from hive_core.health import Problem
 from hive_core.routing.router import RouteStats

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
+from hive_core.agents.usage import Tokens, UsageBook, UsageRecord, merged_sessions
 from hive_core.cost.remote_usage import RemoteUsage
-from hive_core.cost.usage import Tokens, UsageBook, UsageRecord, merged_sessions
 from hive_core.fsio import UnsafeFile, atomic_write, open_regular
 from hive_core.ids import utc_now_iso
 from hive_core.paths import HivePaths

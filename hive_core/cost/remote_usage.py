@@ -28,7 +28,7 @@ from pathlib import Path
 
 import msgspec
 
-from hive_core.cost.usage import (
+from hive_core.agents.usage import (
     PASS_READ_MAX,
     LineParser,
     UsageBook,

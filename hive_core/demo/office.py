@@ -22,10 +22,9 @@ from hive_core.demo.claude_env import claude_environment, write_claude_config
 from hive_core.demo.scripted_model import ScriptedModel
 from hive_core.hive import init_office
 from hive_core.mail import write_draft
-from hive_core.paths import HivePaths
+from hive_core.paths import DEFAULT_DEMO_HOME, HivePaths
 from hive_core.schema import HUMAN, Draft
 
-DEFAULT_DEMO_HOME = "~/.hive-office-demo"
 # Not a key to anything: the scripted model accepts any. Longer than 20 characters,
 # because Claude Code approves a custom key by its last 20.
 DEMO_API_KEY = "sk-ant-demo-not-a-real-key-0123456789"
@@ -63,12 +62,6 @@ CLAUDE_CONFIG = "claude"
 DEMO_ENTRIES = frozenset({DEMO_MARK, PROJECT, CLAUDE_CONFIG})
 # Kept across runs: the office lock's pid file is in it while the demo is laid out.
 KEPT = frozenset({DEMO_MARK, "run"})
-
-
-def demo_home(home: str | None) -> Path:
-    """--home, then $HIVE_HOME, then the demo's own folder. Whichever it is, the demo
-    uses it only if it is empty or a previous demo's (see claim_demo_home)."""
-    return Path(home or os.environ.get("HIVE_HOME") or DEFAULT_DEMO_HOME).expanduser().absolute()
 
 
 def refusal(home: Path, names: list[str], marked: bool) -> str | None:

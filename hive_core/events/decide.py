@@ -19,10 +19,10 @@ from typing import Any
 from hive_core.agents.provider import CanonicalEvent, HookDecision
 from hive_core.ci import rewrite_command
 from hive_core.events.shellwords import Simple, commands, program
-from hive_core.leases import Lease, holder_of, on_host, refusal
+from hive_core.marks import caution
 from hive_core.paths import HivePaths, Place
-from hive_core.routing.marks import caution
-from hive_core.schema import Status
+from hive_core.schema import MailItem, Status
+from hive_core.team.leases import Lease, holder_of, on_host, refusal
 from hive_core.text import one_line
 
 WEB_TOOLS = frozenset({"WebFetch", "WebSearch"})
@@ -96,18 +96,6 @@ _GIT_READS = frozenset(
 _QUOTED = re.compile(r"(['\"])([^'\"\n]{1,4096})\1")
 # Inline code can quote many strings; past this many the rest are not resolved.
 CODE_PATHS_MAX = 64
-
-
-@dataclass(frozen=True)
-class MailItem:
-    id: str
-    sender: str
-    act: str
-    subject: str
-    needs_human: bool = False
-    # The router's marks (schema.Message): mail to read as material, not instructions.
-    origin: str | None = None
-    injection: str | None = None
 
 
 @dataclass(frozen=True)
@@ -439,19 +427,6 @@ _LOCKED = {
     "memory_db": "memory.db",
     "git": "The hive's git metadata",
 }
-
-
-def locked_paths(paths: HivePaths, hook_program: Path) -> tuple[Path, ...]:
-    """The files and folders of _LOCKED (the home itself aside) and the hook program, for
-    the CLIs' own deny rules (claude.py): they hold even if a hook goes unanswered."""
-    return (
-        paths.office_toml,
-        paths.run,
-        paths.agent_settings,
-        paths.memory_db,
-        paths.git_dir,
-        hook_program,
-    )
 
 
 def _locked(what: str) -> str:

@@ -19,15 +19,15 @@ import msgspec
 
 import cth_hook
 from hive_core.agents.provider import Provider
-from hive_core.agents.state import AgentStates
+from hive_core.desks.state import AgentStates
 from hive_core.events.decide import AgentView, OfficeFacts, decide
 from hive_core.events.unread import UnreadIndex
 from hive_core.fsio import append_line
 from hive_core.ids import utc_now_iso
-from hive_core.leases import LeaseView, Repositories
 from hive_core.paths import HivePaths
 from hive_core.schema import HookReply, LogEvent, OfficeConfig
 from hive_core.status import Failure
+from hive_core.team.leases import LeaseView, Repositories
 
 _encode = msgspec.json.Encoder().encode
 

@@ -27,10 +27,9 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from hive_core.events.decide import MailItem
 from hive_core.fsio import is_temp_name
 from hive_core.paths import HivePaths
-from hive_core.schema import MESSAGE_FILE_MAX, SUBJECT_MAX, Message
+from hive_core.schema import MESSAGE_FILE_MAX, SUBJECT_MAX, MailItem, Message
 
 # Filesystems stamp mtimes from a coarse clock (a jiffy on Linux, up to 1 s elsewhere).
 RACY_S = 1.0

@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable, Mapping
 
 from hive_core.agents.provider import Provider
-from hive_core.agents.state import AgentState, AgentStates
-from hive_core.agents.supervisor import Supervisor
+from hive_core.desks.state import AgentState, AgentStates
+from hive_core.desks.supervisor import Supervisor
 from hive_core.events.unread import UnreadIndex
 from hive_core.status import (
     SIGN_IN_OVERLAP,

@@ -11,13 +11,12 @@ from typing import ClassVar
 
 import msgspec
 
-from hive_core import leases
 from hive_core.actions import BY_NAME, Escalation
 from hive_core.agents.provider import Provider
-from hive_core.agents.state import AgentState, AgentStates
-from hive_core.agents.supervisor import Supervisor
 from hive_core.committer import Committer
 from hive_core.control import refused
+from hive_core.desks.state import AgentState, AgentStates
+from hive_core.desks.supervisor import Supervisor
 from hive_core.events.plane import EventPlane
 from hive_core.fsio import ensure_dir
 from hive_core.hint import office_command
@@ -51,7 +50,7 @@ from hive_core.schema import (
     OfficeConfig,
     Task,
 )
-from hive_core.team import escalations, tasks
+from hive_core.team import escalations, leases, tasks
 from hive_core.team.hire import HireRefused, hire_into, on_the_roster, spec_from_request
 
 # An Enter in the same read as the paste would be taken as part of the paste.

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from hive_core.agents.state import AgentStates
 from hive_core.committer import Committer
+from hive_core.desks.state import AgentStates
 from hive_core.hive import read_registry, write_registry
 from hive_core.paths import HivePaths
 from hive_core.schema import OfficeConfig, Registry

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from watchfiles import Change, awatch
 
-from hive_core.agents.state import AgentState
 from hive_core.committer import Committer
+from hive_core.desks.state import AgentState
 from hive_core.events.unread import UnreadIndex
 from hive_core.fsio import TEMP_PREFIX
 from hive_core.health import HealthBoard

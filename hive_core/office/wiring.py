@@ -14,15 +14,12 @@ import contextlib
 import dataclasses
 import os
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from hive_core import ci
 from hive_core.agents.providers import providers
-from hive_core.agents.state import AgentState, AgentStates
-from hive_core.agents.strays import Strays, set_subreaper
-from hive_core.agents.supervisor import Supervisor
 from hive_core.clients.protocol import PROTOCOL_VERSION, Welcome
 from hive_core.clients.screens import Screens
 from hive_core.clients.server import ClientServer
@@ -30,6 +27,9 @@ from hive_core.committer import COMMIT_COMPONENT, Committer
 from hive_core.config import load_office
 from hive_core.control import ControlServer, Listener, keep_sockets
 from hive_core.cost import CostWatch
+from hive_core.desks.state import AgentState, AgentStates
+from hive_core.desks.strays import Strays, set_subreaper
+from hive_core.desks.supervisor import Supervisor
 from hive_core.events.plane import EventPlane
 from hive_core.events.server import HookServer
 from hive_core.health import HealthBoard, Problem
@@ -39,7 +39,7 @@ from hive_core.ids import new_message_id, utc_now_iso
 from hive_core.kick import KickServer
 from hive_core.logfile import LogRotation
 from hive_core.mail import iter_inbox
-from hive_core.memory import open_store
+from hive_core.memory import MemoryStore, open_store
 from hive_core.memory.keeper import MemoryKeeper
 from hive_core.memory.retention import Retention
 from hive_core.memory.tidy import summarising
@@ -421,6 +421,15 @@ class Office(PersonActions):
                 self.router.tell_moved(who, moved)
         self.registry.write()
 
+    @contextlib.contextmanager
+    def _memory_index(self) -> Iterator[MemoryStore]:
+        """memory.db for a pass of the CI-log sweep; a rebuild it meets is logged as the
+        memory loop logs its own."""
+        with open_store(self.paths) as store:
+            for line in store.recovered:
+                self._office_log(f"memory: {line}")
+            yield store
+
     async def add_agent(self, spec: AgentSpec) -> None:
         """A hired agent (hive_core/team/hire.py, already in office.toml) joins the running
         office as start-up would have made it: its mailbox, the router's floor, the hook
@@ -523,7 +532,7 @@ class Office(PersonActions):
                 self.config.office,
                 stop,
                 self._office_log,
-                lambda: open_store(self.paths),
+                self._memory_index,
             ),
             "sockets": lambda: keep_sockets(
                 stop,

@@ -19,6 +19,8 @@ import unicodedata
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
+from hive_core.config import PATTERN_FLAGS
+
 _SECRET = (
     r"(?:tokens?|passwords?|passwd|passphrases?|secrets?|api[ _-]?keys?|credentials?"
     r"|private[ _-]keys?|ssh[ _-]keys?|session[ _-]cookies?)"
@@ -72,7 +74,6 @@ DEFAULT_INJECTION_PATTERNS: dict[str, tuple[str, tuple[str, ...]]] = {
     ),
 }
 
-_FLAGS = re.IGNORECASE | re.MULTILINE
 # Characters that render as nothing: dropped before matching so that "ig\u200bnore"
 # reads as "ignore" (tag characters are kept: a pattern looks for them).
 _INVISIBLE = dict.fromkeys(
@@ -111,7 +112,7 @@ class Detector(NamedTuple):
     @classmethod
     def from_list(cls, patterns: Sequence[str] | None) -> Detector:
         """`None`: the defaults. Raises re.error on a pattern that does not compile
-        (office.toml is checked with `pattern_problem` first). A pattern of the office's
+        (office.toml is checked with `config.pattern_problem` first). A pattern of the office's
         own that equals a default keeps the default's meaning and cues."""
         chosen = list(DEFAULT_INJECTION_PATTERNS) if patterns is None else list(patterns)
         rules = []
@@ -119,17 +120,8 @@ class Detector(NamedTuple):
             what, cues = DEFAULT_INJECTION_PATTERNS.get(
                 p, (f"matches the office's pattern {p!r}", ())
             )
-            rules.append(Rule(re.compile(p, _FLAGS), what, cues))
+            rules.append(Rule(re.compile(p, PATTERN_FLAGS), what, cues))
         return cls(tuple(rules))
-
-
-def pattern_problem(pattern: str) -> str | None:
-    """Why an office.toml pattern cannot be used, or None."""
-    try:
-        re.compile(pattern, _FLAGS)
-    except re.error as e:
-        return f"injection pattern {pattern!r} is not a regular expression ({e})."
-    return None
 
 
 def find_injection(text: str, detector: Detector) -> Finding | None:

@@ -19,7 +19,7 @@ import asyncio
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable
 
-from hive_core.agents.state import AgentState
+from hive_core.desks.state import AgentState
 from hive_core.ids import new_message_id
 from hive_core.routing.decide import router_notice
 from hive_core.schema import HUMAN, SUBJECT_MAX, Message, OfficeConfig, Task

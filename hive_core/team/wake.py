@@ -22,8 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from hive_core.events.decide import MailItem
-from hive_core.schema import Status
+from hive_core.schema import MailItem, Status
 from hive_core.status import WakeSeen
 
 # Stop seen is not enough: the CLI may still be painting its last answer, and text

@@ -1,7 +1,7 @@
 """Contained desks (issue 24): a real `hive-office serve` of shell desks, each attack
 typed into a desk's own terminal, each refusal beside the desk's own way of doing the
 allowed thing. The desk's processes run under the Landlock domain the office gave its
-CLI (hive_core/agents/contain.py); what they write goes to the desk's private TMPDIR,
+CLI (hive_core/desks/contain.py); what they write goes to the desk's private TMPDIR,
 the one shared place a contained desk can write and this test can read.
 
 An office with `contain = false` runs the same desks uncontained, and says so (`why`),
@@ -22,7 +22,6 @@ from typing import NamedTuple
 
 import pytest
 
-from hive_core.agents import contain
 from hive_core.demo.scripted_model import bash, has_tool_result, turn, user_says
 from hive_core.demo.scripted_model.responses import (
     call_outputs,
@@ -30,6 +29,7 @@ from hive_core.demo.scripted_model.responses import (
     input_says,
     shell,
 )
+from hive_core.desks import contain
 from hive_core.hive import init_office
 from hive_core.office import daemon
 from hive_core.paths import HivePaths

@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 import pytest
 
-from hive_core.agents.strays import subreaper
+from hive_core.desks.strays import subreaper
 from hive_core.hive import init_office
 from hive_core.office import daemon
 from hive_core.paths import HivePaths

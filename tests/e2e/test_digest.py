@@ -12,9 +12,8 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from hive_core.events.decide import MailItem
 from hive_core.mail import iter_inbox
-from hive_core.schema import Message
+from hive_core.schema import MailItem, Message
 from hive_core.team.digest import FloorWatch, Routed, compose, digest_notice, fold
 from hive_core.team.wake import WakeMemory, WakeView, decide_wake
 from tests.serve_support import ServedOffice

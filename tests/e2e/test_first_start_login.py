@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from hive_core.agents.supervisor import NO_LOGIN_HINT
 from hive_core.demo.scripted_model import Scenario, ScriptedModel
+from hive_core.desks.supervisor import NO_LOGIN_HINT
 from tests.claude_office import API_KEY, BIN, CLAUDE, make_claude_office, serving
 from tests.support import short_dir, wait_for
 from tests.tmux_support import PREFIX_KEY, Tmux, row_text, tmux_env

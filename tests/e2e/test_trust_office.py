@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hive_core.routing.marks import WEB_MARK
+from hive_core.marks import WEB_MARK
 from tests.e2e.test_hostile import box, draft, hive, received
 from tests.serve_support import ServedOffice
 from tests.support import wait_for

@@ -12,6 +12,15 @@ import pytest
 
 from hive_core import render
 from hive_core.agents.providers import providers
+from hive_core.agents.usage import (
+    Tokens,
+    UsageBook,
+    UsageRecord,
+    UsageSource,
+    claude_line,
+    claude_parser,
+    codex_parser,
+)
 from hive_core.config import ConfigError, load_office
 from hive_core.cost import (
     PRICES,
@@ -27,15 +36,6 @@ from hive_core.cost import (
     price_table,
     summarize,
     task_spans,
-)
-from hive_core.cost.usage import (
-    Tokens,
-    UsageBook,
-    UsageRecord,
-    UsageSource,
-    claude_line,
-    claude_parser,
-    codex_parser,
 )
 from hive_core.paths import HivePaths
 from hive_core.schema import AgentSpec, ModelPrice, Registry, RegistryEntry, Task

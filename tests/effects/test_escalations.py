@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hive_core.agents.state import AgentState, AgentStates
+from hive_core.desks.state import AgentState, AgentStates
 from hive_core.ids import created_at_of, new_message_id, utc_now_iso
 from hive_core.mail import iter_inbox, write_draft
 from hive_core.office import Office

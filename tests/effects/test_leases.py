@@ -13,10 +13,10 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from hive_core import leases
 from hive_core.agents.provider import CanonicalEvent
 from hive_core.events.decide import AgentView, OfficeFacts, decide
-from hive_core.leases import Lease, LeaseRefused, Repositories
+from hive_core.team import leases
+from hive_core.team.leases import Lease, LeaseRefused, Repositories
 
 NOW = 1_800_000_000.0
 REPO = "/src/app/.git"

@@ -17,8 +17,8 @@ import msgspec
 import pytest
 from click.testing import CliRunner
 
+from hive_core.cli.doctor import run_checks
 from hive_core.cli.group import cli
-from hive_core.doctor import run_checks
 from hive_core.hive import init_office
 from hive_core.memory import (
     Changes,

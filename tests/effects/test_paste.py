@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hive_core.agents.paste import MODE_TAIL, PASTE_END, PASTE_START, paste_mode, pasted
+from hive_core.desks.paste import MODE_TAIL, PASTE_END, PASTE_START, paste_mode, pasted
 from tests.effects.test_pty_session import ENV, Pane, run, spawned
 
 ON, OFF = b"\x1b[?2004h", b"\x1b[?2004l"

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import cth_hook
 from hive_core.agents.claude import ClaudeProvider
 from hive_core.agents.provider import CanonicalEvent, LaunchContext
-from hive_core.events.decide import AgentView, OfficeFacts, decide, locked_paths
+from hive_core.events.decide import AgentView, OfficeFacts, decide
 from hive_core.events.shellwords import commands, program
 from hive_core.paths import HivePaths
 from hive_core.schema import AgentSpec
@@ -140,7 +140,7 @@ def test_the_hook_program_is_locked() -> None:
 
 def test_every_locked_path_is_refused_and_its_neighbours_are_not() -> None:
     paths = HivePaths(HOME)
-    for locked in locked_paths(paths, HOOK):
+    for locked in paths.locked(HOOK):
         for path in (locked, locked / "child"):
             reason = deny("Write", file_path=str(path), content="x")
             assert reason and "is locked" in reason, path

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from hive_core.agents import pty_session
-from hive_core.agents.pty_session import PtySession
+from hive_core.desks import pty_session
+from hive_core.desks.pty_session import PtySession
 from tests.support import until, wait_for
 
 ENV = {"PATH": os.environ["PATH"]}
@@ -356,8 +356,8 @@ def test_terminate_reaches_other_process_groups_of_the_session(tmp_path: Path) -
 OFFICE = """\
 import asyncio, sys
 from pathlib import Path
-from hive_core.agents import pty_session
-from hive_core.agents.pty_session import PtySession
+from hive_core.desks import pty_session
+from hive_core.desks.pty_session import PtySession
 
 def spawn(script: str) -> PtySession:
     s = PtySession.spawn(["bash", "-c", script], env={"PATH": sys.argv[1]}, cwd=Path.cwd())

@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 from hive_core.agents.providers import providers
-from hive_core.agents.state import AgentState, AgentStates
-from hive_core.agents.supervisor import Supervisor
 from hive_core.config import load_office
+from hive_core.desks.state import AgentState, AgentStates
+from hive_core.desks.supervisor import Supervisor
 from hive_core.hive import init_office
 from hive_core.paths import HivePaths
 from tests.sshd_support import forget_on_host, running_sshd

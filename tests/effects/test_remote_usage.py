@@ -19,9 +19,9 @@ import msgspec
 import pytest
 
 from hive_core.agents.providers import providers
+from hive_core.agents.usage import Tokens, UsageBook, UsageSource, claude_files, claude_parser
 from hive_core.cost import CostWatch
 from hive_core.cost.remote_usage import PROBE, Ask, Query, apply_reply, run_probe
-from hive_core.cost.usage import Tokens, UsageBook, UsageSource, claude_files, claude_parser
 from hive_core.paths import HivePaths
 from hive_core.remote import plan
 from hive_core.schema import AgentSpec, OfficeConfig, OfficeSettings

@@ -238,7 +238,7 @@ def test_without_the_extra_semantic_search_says_how_to_install_it(office: Runnin
 DOCTOR = """
 import sys
 from pathlib import Path
-from hive_core.doctor import run_checks
+from hive_core.cli.doctor import run_checks
 from hive_core.paths import HivePaths
 [line] = [c for c in run_checks(HivePaths(Path(sys.argv[1]))) if c.what.startswith("semantic memory")]
 print(line.ok, line.what, sep="\\t")

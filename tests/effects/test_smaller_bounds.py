@@ -36,12 +36,12 @@ from hive_core.clients.protocol import Detach, Hello, Welcome, encode, office_re
 from hive_core.fsio import append_line
 from hive_core.health import read_health
 from hive_core.ids import utc_now_iso
-from hive_core.leases import whole
 from hive_core.logfile import LOG_ROTATE_BYTES
 from hive_core.logfile import log_problem as rotation_problem
 from hive_core.office import daemon
 from hive_core.paths import HivePaths
 from hive_core.schema import LogEvent, Message
+from hive_core.team.leases import whole
 from tests.e2e.test_worktree import Office as WorktreeOffice
 from tests.e2e.test_worktree import placed
 from tests.support import short_dir, wait_for

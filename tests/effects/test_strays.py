@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from hive_core.agents.provider import SummaryCommand
-from hive_core.agents.strays import Strays, set_subreaper
+from hive_core.desks.strays import Strays, set_subreaper
 from hive_core.memory.tidy import ask, summarising
 from tests.support import wait_for
 

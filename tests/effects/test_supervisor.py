@@ -6,9 +6,9 @@ import asyncio
 from pathlib import Path
 
 from hive_core.agents.providers import providers
-from hive_core.agents.state import AgentState, AgentStates
-from hive_core.agents.supervisor import Supervisor
 from hive_core.config import load_office
+from hive_core.desks.state import AgentState, AgentStates
+from hive_core.desks.supervisor import Supervisor
 from hive_core.hive import init_office
 from hive_core.paths import HivePaths
 from tests.support import until

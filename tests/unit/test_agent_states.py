@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from hive_core.agents.state import AgentState, AgentStateError, AgentStates
+from hive_core.desks.state import AgentState, AgentStateError, AgentStates
 from hive_core.schema import AgentSpec
 
 

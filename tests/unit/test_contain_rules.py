@@ -1,4 +1,4 @@
-"""The containment plan (hive_core/agents/contain.py): which Landlock rules a desk gets,
+"""The containment plan (hive_core/desks/contain.py): which Landlock rules a desk gets,
 from its folders and the listings of the folders above hidden paths. Pure, except the
 last tests, which read a real office layout and a real git worktree."""
 
@@ -8,8 +8,8 @@ import os
 import subprocess
 from pathlib import Path
 
-from hive_core.agents import contain
-from hive_core.agents.contain import DeskFolders, Entry, Grant, plan
+from hive_core.desks import contain
+from hive_core.desks.contain import DeskFolders, Entry, Grant, plan
 from hive_core.paths import HivePaths
 
 D, F = "dir", "file"

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from hive_core.actions import ACTIONS, PersonAction
-from hive_core.agents.state import AgentState, AgentStates
-from hive_core.agents.strays import Proc, agents_born, below, strays_among
 from hive_core.caller import CallerError, require_person
 from hive_core.clients.server import admit
 from hive_core.control import Attributed, Here, Peer, attribute, decide_call, decide_whoami
+from hive_core.desks.state import AgentState, AgentStates
+from hive_core.desks.strays import Proc, agents_born, below, strays_among
 from hive_core.paths import HivePaths
 from hive_core.schema import HUMAN, AgentSpec, ControlRequest
 

@@ -15,11 +15,11 @@ from hive_core.events.decide import (
     DIGEST_MAX_ITEMS,
     TYPING_GRACE_S,
     AgentView,
-    MailItem,
     OfficeFacts,
     decide,
     digest,
 )
+from hive_core.schema import MailItem
 from hive_core.text import one_line
 
 HOME = Path("/home/u/.hive-office")

@@ -26,7 +26,7 @@ from hive_core.agents.login import (
     office_sentence,
     waiting_notice,
 )
-from hive_core.agents.supervisor import start_failure, start_failure_cause
+from hive_core.desks.supervisor import start_failure, start_failure_cause
 from hive_core.paths import HivePaths
 from hive_core.schema import AgentSpec
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from hive_core.agents.state import AgentState, AgentStates
+from hive_core.clients.notify import DESKTOP_BURST, Alert, Seen, agent_alert, news, ring
 from hive_core.clients.protocol import agent_view
 from hive_core.config import DEFAULT_OFFICE_TOML, ConfigError, load_office
-from hive_core.notify import DESKTOP_BURST, Alert, Seen, agent_alert, news, ring
+from hive_core.desks.state import AgentState, AgentStates
 from hive_core.schema import AgentSpec
 from hive_core.status import AgentStatus
 

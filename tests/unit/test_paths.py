@@ -276,17 +276,17 @@ ALLOWED: dict[tuple[str, str], str] = {
         "git's own layout inside any repository the committer writes (ensure_repo, never "
         "staging .git itself), not the office's"
     ),
-    ("hive_core/leases.py", ".git"): (
+    ("hive_core/team/leases.py", ".git"): (
         "git's own layout in the person's repositories (which one holds a leased file)"
     ),
     ("hive_core/agents/login.py", ".git"): (
         "git's own layout in a desk's folder: where Claude Code keeps its trust answer"
     ),
-    ("hive_core/agents/contain.py", ".git"): (
+    ("hive_core/desks/contain.py", ".git"): (
         "git's own layout in a desk's linked worktree: the repository folders its git "
         "writes, which a contained desk is given"
     ),
-    ("hive_core/agents/contain.py", "worktrees"): (
+    ("hive_core/desks/contain.py", "worktrees"): (
         "git's own .git/worktrees of a desk's repository, which a contained desk's git writes"
     ),
     ("hive_core/agents/gemini.py", "tmp"): (

@@ -4,7 +4,7 @@ to start for one cause are one line and pop up once; a cause another line alread
 
 from __future__ import annotations
 
-from hive_core.agents.supervisor import NO_LOGIN_HINT, start_failure
+from hive_core.desks.supervisor import NO_LOGIN_HINT, start_failure
 from hive_tui.problems import news, shown
 
 LOGIN = "No Claude login: log in once in Michael's pane."

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import msgspec
 
+from hive_core.agents.usage import PASS_READ_MAX, UsageBook, claude_parser, codex_parser
 from hive_core.cost.remote_usage import (
     BEGIN,
     END,
@@ -22,7 +23,6 @@ from hive_core.cost.remote_usage import (
     quiet_delay,
     where_on_host,
 )
-from hive_core.cost.usage import PASS_READ_MAX, UsageBook, claude_parser, codex_parser
 from hive_core.paths import HivePaths
 from hive_core.remote import plan
 from hive_core.schema import AgentSpec

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from hive_core import control
 from hive_core.agents.claude import ClaudeProvider
 from hive_core.agents.provider import CanonicalEvent, HookDecision
-from hive_core.events.decide import AgentView, MailItem, OfficeFacts, decide
+from hive_core.events.decide import AgentView, OfficeFacts, decide
 from hive_core.render import why_text
-from hive_core.schema import ControlRequest, StatusKind
+from hive_core.schema import ControlRequest, MailItem, StatusKind
 from hive_core.status import (
     LIMIT_ERRORS,
     AgentStatus,
@@ -434,7 +434,7 @@ def test_the_wake_path_keeps_and_logs_why_it_holds_a_nudge_back() -> None:
     assert nudges and dog.holds == {} and dog.nudged_at["jim"] > 0
     # An agent the wake path no longer looks at (stopped) holds nothing.
     views[0] = dataclasses.replace(
-        view, id="jim", paused=True, unread=(*mail, dataclasses.replace(mail[0], id="m2"))
+        view, id="jim", paused=True, unread=(*mail, msgspec.structs.replace(mail[0], id="m2"))
     )
     dog.tick(17.0)  # past the first retry's wait: the guard is asked again
     assert dog.holds == {"jim": "paused"}

@@ -14,18 +14,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hive_core import render
+from hive_core.cli.mcp_server import message_out
 from hive_core.config import ConfigError, load_office
-from hive_core.events.decide import MailItem, digest
+from hive_core.events.decide import digest
 from hive_core.hive import init_office
 from hive_core.ids import new_message_id
 from hive_core.mail import iter_inbox, write_draft
-from hive_core.mcp_server import message_out
+from hive_core.marks import WEB_MARK, caution
 from hive_core.paths import HivePaths
 from hive_core.routing.decide import Floor, Rejection, RoutePlan, parse_draft, plan_route
-from hive_core.routing.marks import WEB_MARK, caution
 from hive_core.routing.router import Router
 from hive_core.routing.trust import EXCERPT_MAX, Detector, find_injection
-from hive_core.schema import ACTS, HUMAN, ROUTER, Draft, HopRecord, Message
+from hive_core.schema import ACTS, HUMAN, ROUTER, Draft, HopRecord, MailItem, Message
 from hive_tui.panels.inbox import message_row
 
 DEFAULTS = Detector.from_list(None)

@@ -12,8 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hive_core.events.decide import MailItem
-from hive_core.schema import Status
+from hive_core.schema import MailItem, Status
 from hive_core.team import wake
 from hive_core.team.wake import (
     GIVE_UP_S,
@@ -509,7 +508,9 @@ class Agent:
             paused=self.paused,
             halted=self.halted,
             typed_ago=None if self.typed_at is None else now - self.typed_at,
-            unread=tuple(MailItem(i, s, "inform", "x") for i, s in self.unread.items()),
+            unread=tuple(
+                MailItem(id=i, sender=s, act="inform", subject="x") for i, s in self.unread.items()
+            ),
             announced=frozenset(self.announced),
         )
 

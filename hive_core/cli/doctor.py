@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pygit2
 
+from hive_core.agents.provider import tool_path
 from hive_core.agents.providers import providers
-from hive_core.agents.supervisor import LOGIN_COMPONENT, tool_path
 from hive_core.committer import COMMIT_COMPONENT, check_repo, held_lock
 from hive_core.config import ConfigError, load_office
+from hive_core.desks.supervisor import LOGIN_COMPONENT
 from hive_core.health import read_health
 from hive_core.hint import office_command
 from hive_core.paths import SOCKET_PATH_MAX, HivePaths

@@ -19,17 +19,6 @@ from hive_core.schema import AgentSpec, RegistryEntry, Status
 from hive_core.status import AgentStatus, Failure
 
 
-def status_words(status: str, pid: int | None, exit_status: int | None = None) -> str:
-    """A status as a person reads it: a running process with its pid, an exit with its
-    code (`exit_status` is the code, or minus the signal)."""
-    if status == "running" and pid is not None:
-        return f"running (pid {pid})"
-    if status == "exited" and exit_status is not None:
-        how = f"signal {-exit_status}" if exit_status < 0 else f"code {exit_status}"
-        return f"exited ({how})"
-    return status
-
-
 @dataclass
 class AgentState:
     spec: AgentSpec

@@ -12,7 +12,6 @@ import asyncio
 import functools
 import os
 import shutil
-import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
@@ -20,9 +19,8 @@ from pathlib import Path
 
 import msgspec
 
-import cth_hook
 from hive_client.client import CONTAINED_ENV
-from hive_core.agents import contain, gemini
+from hive_core.agents import gemini
 from hive_core.agents.identity import identity_text, system_prompt
 from hive_core.agents.login import (
     ClaudeLogin,
@@ -33,10 +31,11 @@ from hive_core.agents.login import (
     office_sentence,
     waiting_notice,
 )
-from hive_core.agents.paste import pasted
-from hive_core.agents.provider import Launch, LaunchContext, Provider
-from hive_core.agents.pty_session import PtySession
-from hive_core.agents.state import AgentStates
+from hive_core.agents.provider import Launch, LaunchContext, Provider, hook_command, tool_path
+from hive_core.desks import contain
+from hive_core.desks.paste import pasted
+from hive_core.desks.pty_session import PtySession
+from hive_core.desks.state import AgentStates
 from hive_core.fsio import atomic_write
 from hive_core.paths import HivePaths
 from hive_core.remote import plan
@@ -76,18 +75,6 @@ def start_failure_cause(detail: str) -> str | None:
     None for any other text."""
     head, sep, hint = detail.partition(" s). ")
     return hint if sep and STARTED_AT_ONCE in head else None
-
-
-def hook_command() -> list[str]:
-    """How agent CLIs run the shim: the venv's interpreter on the shim's file, isolated
-    (-I: no PYTHON* variables or user site) and without site start-up (-S), which
-    makes a hook about 10 ms faster than the console-script wrapper."""
-    return [sys.executable, "-I", "-S", str(Path(cth_hook.__file__).parent / "__main__.py")]
-
-
-def tool_path() -> list[str]:
-    """Folders that must come first on an agent's PATH so `hive` and `cth-hook` resolve."""
-    return [str(Path(sys.executable).parent)]
 
 
 def _read_or_none(path: Path) -> bytes | None:
@@ -251,7 +238,7 @@ class Supervisor:
         if spec.host is not None:
             self._starting.add(agent_id)
             try:
-                remote_home = await self.homes.prepare(spec, self.paths, secret)
+                remote_home = await self.homes.home(spec, self.paths)
             except LinkFailed as exc:
                 self._link_down(agent_id, str(exc))
                 return False
@@ -282,7 +269,7 @@ class Supervisor:
         launch = provider.prepare(ctx)
         if remote_home is not None:
             try:
-                launch = remote_launch(
+                launch, script = remote_launch(
                     launch,
                     spec,
                     self.paths,
@@ -297,6 +284,16 @@ class Supervisor:
                     state.start_failed = f"could not be sent to {spec.host}: {exc}"
                 self.log(agent_id, f"could not start: {state.start_failed}")
                 return False
+            # The secret, the environment and the files go over prepare's stdin: an argv
+            # (the ssh command) is readable by every user of both machines.
+            self._starting.add(agent_id)
+            try:
+                await self.homes.prepare(spec, self.paths, remote_home, script)
+            except LinkFailed as exc:
+                self._link_down(agent_id, str(exc))
+                return False
+            finally:
+                self._starting.discard(agent_id)
         launch.cwd.mkdir(parents=True, exist_ok=True)
         rows, cols = self.sizes.get(agent_id, self.size)
         self._starting.add(agent_id)

@@ -44,7 +44,7 @@ import time
 from collections.abc import Callable, Collection, Mapping
 from typing import NamedTuple
 
-from hive_core.agents import pty_session, session_guard
+from hive_core.desks import pty_session, session_guard
 
 _PR_SET_CHILD_SUBREAPER = 36
 _PR_GET_CHILD_SUBREAPER = 37

@@ -73,9 +73,9 @@ from pathlib import Path
 
 import ptyprocess
 
-from hive_core.agents import contain, session_guard
-from hive_core.agents.paste import MODE_TAIL, paste_mode
-from hive_core.agents.session_guard import KILL_WAIT, POLL_INTERVAL
+from hive_core.desks import contain, session_guard
+from hive_core.desks.paste import MODE_TAIL, paste_mode
+from hive_core.desks.session_guard import KILL_WAIT, POLL_INTERVAL
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36

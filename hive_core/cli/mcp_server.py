@@ -24,6 +24,7 @@ from typing_extensions import TypedDict  # pydantic (under mcp) needs it on Pyth
 from hive_core import mail
 from hive_core.caller import Caller, CallerError, identify, proven
 from hive_core.config import load_office
+from hive_core.marks import caution
 from hive_core.memory import (
     Filters,
     Hit,
@@ -36,7 +37,6 @@ from hive_core.memory import (
 )
 from hive_core.memory.entry import Source
 from hive_core.paths import HivePaths
-from hive_core.routing.marks import caution
 from hive_core.schema import HUMAN, Act, Draft, Message
 
 # The server's name: claude calls its tools mcp__hive__<tool>.
