@@ -93,8 +93,9 @@ class MiniLM:
         if len(texts) == 1:
             # One text (a search's query) is a few small matrix products per layer: split
             # over threads, each layer waits for the slowest, and on a busy or shared
-            # machine that is a descheduled one (bench_semantic: p50 65 ms on 2 threads,
-            # 15 ms on one). Batches (embedding the index) keep torch's threads.
+            # machine that is a descheduled one (a query's embedding on this project's 2
+            # shared cores: p50 65 ms on 2 threads, 15 ms on one). Batches (embedding the
+            # index) keep torch's threads.
             torch.set_num_threads(QUERY_THREADS)
         try:
             vectors = self._model.encode(
