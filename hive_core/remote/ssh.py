@@ -9,7 +9,7 @@ connection instead of logging in again; with no master there it connects on its 
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from hive_core.paths import SOCKET_PATH_MAX, HivePaths
 from hive_core.schema import AgentSpec
@@ -38,20 +38,6 @@ def remote_path_word(path: str) -> str:
     if path.startswith("~/"):
         return '"$HOME"/' + shlex.quote(path[2:])
     return shlex.quote(path)
-
-
-def shell_command(
-    argv: Sequence[str], *, cwd: str | None = None, env: Mapping[str, str] | None = None
-) -> str:
-    """The one string ssh hands the remote login shell: cd, then exec argv with env set."""
-    words = []
-    if cwd is not None:
-        words += ["cd", remote_path_word(cwd), "&&"]
-    words.append("exec")
-    if env:
-        words += ["env", *(shlex.quote(f"{k}={v}") for k, v in env.items())]
-    words += [shlex.quote(a) for a in argv]
-    return " ".join(words)
 
 
 def ssh_argv(
