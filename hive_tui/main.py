@@ -65,6 +65,7 @@ def _need_terminal() -> None:
 def _demo(home: str | None) -> None:
     """A demo office in its own home (never yours), laid out afresh each run."""
     from hive_core.agents.claude import ClaudeProvider
+    from hive_core.cli import hive
     from hive_core.demo.office import DemoHomeTaken, apply_env, claim_demo_home, start_demo
     from hive_core.paths import demo_home
     from hive_tui.app import HiveApp
@@ -85,7 +86,9 @@ def _demo(home: str | None) -> None:
             demo = start_demo(paths.home)
             apply_env(demo)
             try:
-                HiveApp(Office(paths, load_office(paths.office_toml)), demo=True).run()
+                HiveApp(
+                    Office(paths, load_office(paths.office_toml), program=hive), demo=True
+                ).run()
             finally:
                 demo.stop()
     except (OfficeBusy, DemoHomeTaken) as e:

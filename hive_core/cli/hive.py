@@ -66,6 +66,14 @@ def run(args: list[str]) -> None:
         _click(args)
 
 
+def warm() -> None:
+    """Import what the verbs use, so that the office's first verb does not wait for it."""
+    import importlib
+
+    for module in ("hive_core.cli.mail_cmd", "hive_core.cli.group"):
+        importlib.import_module(module)
+
+
 def _mail_verb(args: list[str]) -> bool:
     """Run `args` if it is a mail verb (cli/mail_cmd.py, without click); False if not."""
     # After msgspec: everything of the office's below imports it.

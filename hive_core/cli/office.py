@@ -21,6 +21,7 @@ import msgspec
 from hive_core import control
 from hive_core.actions import ACTIONS, BY_NAME, Escalation, PersonAction
 from hive_core.caller import CallerError, require_person
+from hive_core.cli import hive
 from hive_core.cli.common import HOME_HELP
 from hive_core.cli.cost_cmd import cost_command
 from hive_core.cli.worktree_cmd import OFFICE_COMMANDS
@@ -146,7 +147,7 @@ def serve(ctx: click.Context, home: str | None, no_agents: bool) -> None:
         fail(str(e))
     try:
         with office_lock(paths), repo_refusals(paths):
-            office = Office(paths, config, agents=not no_agents)
+            office = Office(paths, config, agents=not no_agents, program=hive)
             click.echo(f"hive-office: serving {paths.home} (pid {os.getpid()}); Ctrl+C to stop.")
             with daemon.listed(paths):
                 asyncio.run(_serve(office, early))

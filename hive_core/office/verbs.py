@@ -2,7 +2,8 @@
 
 The control server takes cmd "hive" on each of its sockets and attributes the caller
 as for any request (control.py); this runs the verb on a worker thread, never on the
-loop, with the same code a `hive` process runs (cli/hive.run), as that caller:
+loop, with the same code a `hive` process runs (cli/hive.run, given to the office as its
+`Program`), as that caller:
 
 - its identity: every question the verb asks the office (whoami, the person's check)
   is answered as the connection's caller (control.VerbCall.ask), not over a socket from
@@ -36,7 +37,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import importlib
 import io
 import queue
 import sys
@@ -45,7 +45,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from hive_client.client import (
     ANSWER_TIMEOUT_S,
@@ -91,6 +91,10 @@ LOCAL_REFUSED = (
     "hive: this verb runs in your own process, not in the office's; "
     "unset HIVE_CONTAINED and run it again.\n"
 )
+NO_PROGRAM = (
+    "hive: this office was started without the command line, so it runs no `hive` verb; "
+    "start it with `hive-office serve` or `hive-office`.\n"
+)
 
 
 async def _refuse(writer: asyncio.StreamWriter, text: str) -> None:
@@ -100,17 +104,35 @@ async def _refuse(writer: asyncio.StreamWriter, text: str) -> None:
         await writer.drain()
 
 
+class Program(Protocol):
+    """The `hive` command line the office runs verbs with (the module hive_core.cli.hive
+    is one): given to the office by what starts it, since the command line is built
+    over the office and not the other way round."""
+
+    def run(self, args: list[str]) -> None: ...
+
+    def warm(self) -> None: ...
+
+
 class Verbs:
     """Runs `hive` verbs for the control servers (their `relay`)."""
 
-    def __init__(self, home: Path, secret_of: Callable[[str], str | None], relay: Relay) -> None:
+    def __init__(
+        self,
+        home: Path,
+        secret_of: Callable[[str], str | None],
+        relay: Relay,
+        program: Program | None,
+    ) -> None:
         self.home = home
         self._secret_of = secret_of
         self._relay = relay
+        self._program = program
         self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="hive-verb")
         self._calls: set[asyncio.Task[Any]] = set()
-        # The first verb should not wait for the CLI's imports.
-        self._pool.submit(_warm)
+        if program is not None:
+            # The first verb should not wait for the command line's imports.
+            self._pool.submit(program.warm)
 
     async def __call__(
         self, call: VerbCall, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
@@ -125,17 +147,24 @@ class Verbs:
                 return
             await self._relay(desk, call.req, reader, writer, here=call.desk is None)
             return
+        if self._program is None:
+            await _refuse(writer, NO_PROGRAM)
+            return
         task = asyncio.current_task()
         if task is not None:
             self._calls.add(task)
         try:
-            await self._run(call, reader, writer)
+            await self._run(call, reader, writer, self._program)
         finally:
             if task is not None:
                 self._calls.discard(task)
 
     async def _run(
-        self, call: VerbCall, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self,
+        call: VerbCall,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        program: Program,
     ) -> None:
         loop = asyncio.get_running_loop()
         streams = Streams(loop, writer, call.req.tty)
@@ -154,7 +183,9 @@ class Verbs:
         feeding = asyncio.create_task(streams.feed(reader))
         try:
             # The verb's thread sends its exit code after its output (run_verb).
-            await loop.run_in_executor(self._pool, run_verb, argv, running, streams)
+            await loop.run_in_executor(
+                self._pool, run_verb, program, argv, running, streams
+            )
         finally:
             feeding.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -374,16 +405,11 @@ def _install() -> None:
                 setattr(sys, name, _Proxy(name, stream))
 
 
-def _warm() -> None:
-    for module in ("hive_core.cli.hive", "hive_core.cli.mail_cmd", "hive_core.cli.group"):
-        importlib.import_module(module)
-
-
-def run_verb(argv: list[str], running: invocation.Invocation, streams: Streams) -> None:
+def run_verb(
+    program: Program, argv: list[str], running: invocation.Invocation, streams: Streams
+) -> None:
     """On a worker thread: `hive ARGV` as `running`'s caller, its streams `streams`,
     its exit code sent last."""
-    from hive_core.cli import hive  # the whole CLI: imported once, on the first verb
-
     _install()
     out = io.TextIOWrapper(
         io.BufferedWriter(_Out(streams, STDOUT), FRAME_MAX), encoding="utf-8", errors="replace"
@@ -399,7 +425,7 @@ def run_verb(argv: list[str], running: invocation.Invocation, streams: Streams) 
     try:
         with invocation.running(running):
             try:
-                hive.run(argv)
+                program.run(argv)
                 code = 0
             except SystemExit as e:
                 code = _exit_code(e.code, err)

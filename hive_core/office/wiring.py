@@ -48,7 +48,7 @@ from hive_core.office.person import ENTER_DELAY_S, PersonActions
 from hive_core.office.registry import RegistryPublisher
 from hive_core.office.routes import RouteDriver
 from hive_core.office.semantic import SemanticMemory
-from hive_core.office.verbs import Verbs
+from hive_core.office.verbs import Program, Verbs
 from hive_core.paths import HivePaths
 from hive_core.remote.relay import Relay
 from hive_core.routing.decide import Floor, router_notice
@@ -85,8 +85,15 @@ class Listeners:
 
 class Office(PersonActions):
     def __init__(
-        self, paths: HivePaths, config: OfficeConfig | None = None, *, agents: bool = True
+        self,
+        paths: HivePaths,
+        config: OfficeConfig | None = None,
+        *,
+        agents: bool = True,
+        program: Program | None = None,
     ) -> None:
+        """`program`: the `hive` command line its verbs run with (cli.hive, given by what
+        starts the office); None: an office that runs no verb (a caller is told so)."""
         self.paths = paths
         self.config = config or load_office(paths.office_toml)
         self.with_agents = agents
@@ -171,7 +178,7 @@ class Office(PersonActions):
         # on every control socket, run here as their caller (office/verbs.py); a desk's
         # long-lived ones in a process of their own (the relay).
         self.relay = Relay(paths.home, self.plane.secret_of, log=self._agent_log)
-        self.verbs = Verbs(paths.home, self.plane.secret_of, self.relay)
+        self.verbs = Verbs(paths.home, self.plane.secret_of, self.relay, program)
         # Semantic memory search: the model loaded once, by the first search, off the loop.
         self.semantic = SemanticMemory(
             paths, roster=lambda: list(self.states), log=self._office_log

@@ -23,8 +23,10 @@ from typing import Any
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
+from hive_core.cli import hive
 from hive_core.hive import init_office
 from hive_core.office import Office
+from hive_core.office.verbs import NO_PROGRAM, Program
 from hive_core.paths import HivePaths
 from hive_core.schema import ControlRequest
 from tests.sshd_support import SshHost, running_sshd
@@ -62,9 +64,9 @@ class Served:
     """An Office (no agent CLIs) on its own loop in a thread, every agent given a secret
     as a start would."""
 
-    def __init__(self, paths: HivePaths) -> None:
+    def __init__(self, paths: HivePaths, program: Program | None = hive) -> None:
         self.paths = paths
-        self.office = Office(paths, agents=False)
+        self.office = Office(paths, agents=False, program=program)
         for state in self.office.states.values():
             state.new_secret()
         self.loop = asyncio.new_event_loop()
@@ -171,6 +173,29 @@ def remote_hive(
 
 def from_jim(office: Served, to: str, subject: str) -> list[dict[str, Any]]:
     return [m for m in office.inbox(to) if m["from"] == "jim" and m["subject"] == subject]
+
+
+def test_an_office_given_no_command_line_refuses_verbs_with_a_sentence(short_tmp: Path) -> None:
+    paths = HivePaths(short_tmp / "home")
+    paths.home.mkdir()
+    (paths.home / "office.toml").write_text(ROSTER)
+    init_office(paths)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HIVE_")}
+    env["HIVE_HOME"] = str(paths.home)
+
+    def inbox() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([HIVE, "inbox"], env=env, capture_output=True, text=True, timeout=60)
+
+    for program in (None, hive):
+        office = Served(paths, program)
+        try:
+            done = inbox()
+        finally:
+            office.close()
+        if program is None:
+            assert done.returncode != 0 and done.stderr == NO_PROGRAM, done
+        else:
+            assert done.returncode == 0 and done.stderr == "", done
 
 
 def test_verbs_run_as_the_desk_whose_socket_carried_them(

@@ -13,6 +13,10 @@ its package's API.
   docstring) is what the rest of the program uses; hive_core.memory.<anything> is its
   own.
 
+- hive_core's packages import one another in one direction only (no package-level
+  cycle, issue 27), and its root modules (paths, schema, config, mail, ...) are the
+  foundation: they import no package, so a newcomer can read the core bottom-up.
+
 Read from the source's syntax tree (every import, at any depth, including those inside
 functions and under TYPE_CHECKING), so a lazy import cannot slip past.
 """
@@ -113,3 +117,107 @@ def test_the_contract_sees_each_kind_of_import_it_forbids(tmp_path: Path) -> Non
         "hive_tui/panels/a.py:1 imports hive_core.cli.render (the command line)",
         "hive_tui/panels/a.py:4 imports hive_core.memory.store (memory's own; use hive_core.memory)",
     ]
+
+
+# --- no package-level import cycle in hive_core -------------------------------------------
+
+
+def _unit(module: str, root: Path) -> str | None:
+    """The layering unit `module` belongs to: hive_core's subpackage (hive_core.memory), or
+    hive_core for the root's modules, the foundation; None outside hive_core."""
+    parts = module.split(".")
+    if parts[0] != "hive_core":
+        return None
+    if len(parts) > 1 and (root / "hive_core" / parts[1]).is_dir():
+        return f"hive_core.{parts[1]}"
+    return "hive_core"
+
+
+def package_imports(root: Path = ROOT) -> dict[str, dict[str, list[str]]]:
+    """unit -> {unit it imports: [file:line of each import]}, between different units."""
+    graph: dict[str, dict[str, list[str]]] = {}
+    for path in sorted((root / "hive_core").rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        module = ".".join(Path(rel).with_suffix("").parts)
+        is_package = path.name == "__init__.py"
+        if is_package:
+            module = module.rpartition(".")[0]
+        unit = _unit(module, root)
+        assert unit is not None
+        edges = graph.setdefault(unit, {})
+        for line, name in _imported(ast.parse(path.read_text(), rel), module, is_package):
+            other = _unit(name, root)
+            if other is not None and other != unit:
+                edges.setdefault(other, []).append(f"{rel}:{line}")
+    return graph
+
+
+def cycles(graph: dict[str, dict[str, list[str]]]) -> list[list[str]]:
+    """The strongly connected groups of more than one unit (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(unit: str) -> None:
+        index[unit] = low[unit] = len(index)
+        stack.append(unit)
+        for other in graph.get(unit, {}):
+            if other not in index:
+                visit(other)
+                low[unit] = min(low[unit], low[other])
+            elif other in stack:
+                low[unit] = min(low[unit], index[other])
+        if low[unit] == index[unit]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == unit:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for unit in sorted(graph):
+        if unit not in index:
+            visit(unit)
+    return sorted(found)
+
+
+def _explained(graph: dict[str, dict[str, list[str]]], group: list[str]) -> str:
+    return "\n".join(
+        f"  {a} -> {b} ({', '.join(graph[a][b][:3])})"
+        for a in group
+        for b in sorted(graph.get(a, {}))
+        if b in group
+    )
+
+
+def test_hive_core_has_no_package_level_import_cycle() -> None:
+    graph = package_imports()
+    assert {"hive_core", "hive_core.memory", "hive_core.office", "hive_core.cli"} <= set(graph)
+    found = cycles(graph)
+    assert not found, "packages that import one another:\n" + "\n\n".join(
+        _explained(graph, group) for group in found
+    )
+    assert graph["hive_core"] == {}, "a root module imports a package: " + str(graph["hive_core"])
+
+
+def test_the_cycle_check_finds_a_lazy_cycle_and_a_root_module_reaching_up(tmp_path: Path) -> None:
+    core = tmp_path / "hive_core"
+    for folder in ("a", "b", "c"):
+        (core / folder).mkdir(parents=True)
+        (core / folder / "__init__.py").write_text("")
+    (core / "base.py").write_text("import os\n")
+    (core / "a" / "x.py").write_text("from hive_core.b import y\nfrom hive_core import base\n")
+    (core / "b" / "y.py").write_text("def f():\n    from hive_core.a.x import g\n")
+    (core / "c" / "z.py").write_text("from hive_core.base import thing\n")
+    graph = package_imports(tmp_path)
+    assert cycles(graph) == [["hive_core.a", "hive_core.b"]]
+    assert graph["hive_core"] == {}
+    # A root module that imports a package closes a cycle with that package, which uses
+    # the root.
+    (core / "base.py").write_text("from hive_core.c import z\n")
+    graph = package_imports(tmp_path)
+    assert cycles(graph) == [["hive_core", "hive_core.c"], ["hive_core.a", "hive_core.b"]]
+    assert graph["hive_core"] == {"hive_core.c": ["hive_core/base.py:1"]}
