@@ -228,6 +228,7 @@ def measure(opts: argparse.Namespace) -> None:
     print(f"`hive memory search --mode semantic`, {len(few)} runs: {ms(semantic_cmd)}")
     print(f"`hive memory search --mode keyword`, alternating: {ms(keyword_cmd)}")
     p50 = percentile(person["semantic"], 0.5) * 1000
+    run = f"bench/bench_semantic.py --entries {opts.entries} --queries {opts.queries}"
     figure(
         f"semantic memory search through the office's socket, warm, {n} entries, "
         f"{opts.queries} queries, a wheel install ({machine})",
@@ -235,11 +236,13 @@ def measure(opts: argparse.Namespace) -> None:
         f"scope: {ms(agent)})",
         target=f"p50 <= {TARGET_MS:.0f} ms",
         ok=p50 <= TARGET_MS,
+        command=run,
     )
     figure(
         "first semantic search after the office starts (the model's load included)",
         f"{restarted:.1f} s with the vectors stored; on a fresh index of {n} entries, "
         f"embedding them too: {fresh:.1f} s ({loads} model loads over 2 starts)",
+        command=run,
     )
     figure(
         f"`hive memory search --mode semantic`, the office running, warm, {n} entries, "
@@ -248,6 +251,7 @@ def measure(opts: argparse.Namespace) -> None:
         f"{percentile(semantic_cmd, 0.9) * 1000:.0f} ms (keyword p50 "
         f"{statistics.median(keyword_cmd) * 1000:.0f} ms; was 7.3-11 s, the model loaded "
         "by every call)",
+        command=run,
     )
 
 
