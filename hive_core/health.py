@@ -66,6 +66,14 @@ class HealthBoard:
         self._problems[component] = Problem(component=component, detail=detail, since=since)
         self._publish()
 
+    def set(self, component: str, detail: str | None) -> None:
+        """`report` the problem, or `clear` it when `detail` is None (what the office's
+        parts are given to say how they are)."""
+        if detail is None:
+            self.clear(component)
+        else:
+            self.report(component, detail)
+
     def clear(self, component: str) -> None:
         if self._problems.pop(component, None) is not None:
             self._publish()

@@ -185,7 +185,7 @@ class LocalLink:
         pass  # the sizes are all the in-process office needs (`resize`)
 
     async def perform(self, req: ControlRequest) -> ControlReply:
-        return await self.office.perform(req)
+        return await self.office.person.perform(req)
 
     async def run(self, stop: asyncio.Event) -> str | None:
         self._stop = stop

@@ -1,5 +1,6 @@
-"""The person's actions on a running office (actions.ACTIONS): `perform` is their one
-dispatch, for the control socket, the `hive-office` verbs and the app alike."""
+"""The person's actions on a running office (actions.ACTIONS): `Person.perform` is their
+one dispatch, for the control socket, the `hive-office` verbs and the app alike. The
+office makes one Person and gives it what it acts on."""
 
 from __future__ import annotations
 
@@ -17,7 +18,6 @@ from hive_core.committer import Committer
 from hive_core.control import refused
 from hive_core.desks.state import AgentState, AgentStates
 from hive_core.desks.supervisor import Supervisor
-from hive_core.events.plane import EventPlane
 from hive_core.fsio import ensure_dir
 from hive_core.hint import office_command
 from hive_core.ids import utc_now_iso
@@ -45,7 +45,6 @@ from hive_core.schema import (
     ControlReply,
     ControlRequest,
     Draft,
-    LogEvent,
     Message,
     OfficeConfig,
     Task,
@@ -57,21 +56,40 @@ from hive_core.team.hire import HireRefused, hire_into, on_the_roster, spec_from
 ENTER_DELAY_S = 0.5
 
 
-class PersonActions:
-    """Part of Office (hive_core/office/wiring.py), which makes what is declared here."""
+class Person:
+    """The person, acting on the office they run: on its desks (type, pause, halt,
+    archive, spawn, why), its roster (hire), and what waits for them (answer)."""
 
-    paths: HivePaths
-    config: OfficeConfig
-    states: AgentStates
-    supervisor: Supervisor
-    router: Router
-    committer: Committer
-    plane: EventPlane
-    routes: RouteDriver
-    registry: RegistryPublisher
-    status: StatusKeeper
-    add_agent: Callable[[AgentSpec], Awaitable[None]]
-    providers: Mapping[str, Provider]
+    def __init__(
+        self,
+        paths: HivePaths,
+        config: OfficeConfig,
+        states: AgentStates,
+        providers: Mapping[str, Provider],
+        supervisor: Supervisor,
+        router: Router,
+        committer: Committer,
+        routes: RouteDriver,
+        registry: RegistryPublisher,
+        status: StatusKeeper,
+        *,
+        add_agent: Callable[[AgentSpec], Awaitable[None]],
+        log: Callable[[str, str], None],
+    ) -> None:
+        """`config` is the office's own (a hire adds to its roster); `add_agent` brings a
+        hired agent into the running office; `log` is the office's log of an agent."""
+        self.paths = paths
+        self.config = config
+        self.states = states
+        self.providers = providers
+        self.supervisor = supervisor
+        self.router = router
+        self.committer = committer
+        self.routes = routes
+        self.registry = registry
+        self.status = status
+        self._add_agent = add_agent
+        self._log = log
 
     async def type_into(self, agent_id: str, text: str, *, enter: bool = True) -> None:
         """Type into an agent's terminal as the person: a paste (bracketed where the
@@ -93,7 +111,7 @@ class PersonActions:
                 state.paused = paused
                 if not paused:
                     state.halted = False
-            self._agent_log(agent_id, "paused by the person" if paused else "resumed by the person")
+            self._log(agent_id, "paused by the person" if paused else "resumed by the person")
 
     def halt(self, agent_id: str) -> None:
         """Stop the agent at its next hook: its next tool call is refused with an order
@@ -101,27 +119,27 @@ class PersonActions:
         if not self.states[agent_id].halted:
             with self.states.edit(agent_id) as state:
                 state.halted = True
-            self._agent_log(agent_id, "halted by the person")
+            self._log(agent_id, "halted by the person")
 
     async def archive(self, agent_id: str) -> None:
         """Take an agent off the floor: its CLI stops, mail to it bounces to the manager."""
         await self.supervisor.terminate(agent_id)
         with self.states.edit(agent_id) as state:
             state.status = "archived"
-        self._refloor()
+        self.refloor()
         # An archived agent works on nothing: its file leases go.
         if await asyncio.to_thread(leases.drop_holder, self.paths, agent_id):
             self.committer.touch(self.paths.leases)
-        self._agent_log(agent_id, "archived by the person")
+        self._log(agent_id, "archived by the person")
 
     async def spawn(self, agent_id: str) -> bool:
         """Start an agent that is not running (an archived one comes back to the floor)."""
         if self.states[agent_id].status == "archived":
             with self.states.edit(agent_id) as state:
                 state.status = "offline"
-            self._refloor()
+            self.refloor()
         started = await self.supervisor.start(agent_id)
-        self._agent_log(agent_id, "started by the person" if started else "could not be started")
+        self._log(agent_id, "started by the person" if started else "could not be started")
         return started
 
     def _record_answer(self, message: Message, text: str) -> None:
@@ -145,14 +163,15 @@ class PersonActions:
                     )
                 ledger, _ = tasks.answer_question(ledger, message.task, text, now=now)
             except tasks.LedgerError as e:
-                self._agent_log(
+                self._log(
                     self.config.office.manager, f"answer not recorded on {message.task}: {e}"
                 )
                 return
             tasks.save_ledger(self.paths.tasks, ledger)
         self.committer.touch(self.paths.tasks)
 
-    def _refloor(self) -> None:
+    def refloor(self) -> None:
+        """The router's floor as the desks are now (an archive or a spawn changed it)."""
         archived = frozenset(s.id for s in self.states.values() if s.status == "archived")
         self.router.floor = Floor.from_config(self.config, archived)
 
@@ -251,7 +270,7 @@ class PersonActions:
             hired = self._hire_request(req)
             if isinstance(hired, str):
                 return ControlReply(ok=False, error=hired)
-            await self.add_agent(hired)
+            await self._add_agent(hired)
             return ControlReply(
                 ok=True, detail=action.done.format(agent=req.agent, office=self._command())
             )
@@ -318,7 +337,7 @@ class PersonActions:
     # The agent actions of actions.ACTIONS, each once (a test checks none is missing).
 
     _on_agent: ClassVar[
-        dict[str, Callable[[PersonActions, AgentState, ControlRequest], Awaitable[str | None]]]
+        dict[str, Callable[[Person, AgentState, ControlRequest], Awaitable[str | None]]]
     ] = {
         "type": _type_request,
         "pause": _pause_request,
@@ -378,7 +397,7 @@ class PersonActions:
         try:
             return tasks.tasks_of(tasks.load_ledger(self.paths.tasks))
         except tasks.LedgerError as exc:  # the mail still waits; the log says why not tasks
-            self._agent_log(self.config.office.manager, f"task questions not listed: {exc}")
+            self._log(self.config.office.manager, f"task questions not listed: {exc}")
             return []
 
     def _waiting_message(self, message_id: str) -> Message | None:
@@ -404,9 +423,6 @@ class PersonActions:
     def _command(self, *words: str) -> str:
         """The `hive-office` command line a hint names for this office."""
         return office_command(self.paths.home, *words)
-
-    def _agent_log(self, agent_id: str, text: str) -> None:
-        self.plane.log(LogEvent(ts=utc_now_iso(), kind="agent", agent=agent_id, detail=text))
 
 
 def _who(told: list[str], manager: str) -> str:

@@ -16,6 +16,7 @@ import os
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from hive_core import ci
@@ -44,7 +45,7 @@ from hive_core.memory.keeper import MemoryKeeper
 from hive_core.memory.retention import Retention
 from hive_core.memory.tidy import summarising
 from hive_core.office.explained import StatusKeeper
-from hive_core.office.person import ENTER_DELAY_S, PersonActions
+from hive_core.office.person import ENTER_DELAY_S, Person
 from hive_core.office.registry import RegistryPublisher
 from hive_core.office.routes import RouteDriver
 from hive_core.office.semantic import SemanticMemory
@@ -83,7 +84,7 @@ class Listeners:
     health: list[Callable[[list[Problem]], None]] = field(default_factory=list)
 
 
-class Office(PersonActions):
+class Office:
     def __init__(
         self,
         paths: HivePaths,
@@ -95,83 +96,118 @@ class Office(PersonActions):
         """`program`: the `hive` command line its verbs run with (cli.hive, given by what
         starts the office); None: an office that runs no verb (a caller is told so)."""
         self.paths = paths
-        self.config = config or load_office(paths.office_toml)
+        self.config = config = config or load_office(paths.office_toml)
         self.with_agents = agents
-        # Health is made further down; these run only once the office runs.
-        self.log_rotation = LogRotation(
-            paths,
-            report=lambda detail: (
-                self.health.report("log", detail) if detail else self.health.clear("log")
-            ),
-        )
+        # Made in the order they depend on one another, each given what it uses; the few
+        # parts that call one made after them are joined to it once both exist (below).
+        self.listeners = Listeners()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._recover_marks: dict[str, int] = {}
+        # Per agent, the mail released at the Stop drain's cap that someone was told of.
+        self._cap_told: dict[str, frozenset[str]] = {}
+        self.health = health = HealthBoard(paths.health_file, on_change=self._health_changed)
+        self.log_rotation = LogRotation(paths, report=partial(health.set, "log"))
         self.committer = Committer(
             paths.hive,
-            before_commit=lambda: self.committer.touch(*self.log_rotation()),
-            on_problem=lambda detail: self.health.report(COMMIT_COMPONENT, detail),
-            on_ok=lambda: self.health.clear(COMMIT_COMPONENT),
+            on_problem=partial(health.report, COMMIT_COMPONENT),
+            on_ok=partial(health.clear, COMMIT_COMPONENT),
         )
+        self.committer.before_commit = self._rotate_log
         previous = read_registry(paths)
         known = {e.id: e for e in previous.agents} if previous else {}
         archived = frozenset(i for i, e in known.items() if e.status == "archived")
-        self.router = Router(
-            paths,
-            Floor.from_config(self.config, archived),
-            on_change=lambda stats: self.routes.routed(stats),
-        )
-        self.states = AgentStates(
+        self.router = Router(paths, Floor.from_config(config, archived))
+        self.states = states = AgentStates(
             AgentState(
                 spec=spec,
-                manager=spec.id == self.config.office.manager,
+                manager=spec.id == config.office.manager,
                 # Kept so a restarted agent resumes its conversation.
                 session_id=known[spec.id].session_id if spec.id in known else None,
                 status="archived" if spec.id in archived else "offline",
             )
-            for spec in self.config.agents
+            for spec in config.agents
         )
-        self.states.listeners.append(self._agent_changed)
+        states.listeners.append(self._agent_changed)
         self.providers = providers()
         # Tokens and cost per agent and task, read from the CLIs' own records.
-        self.cost = CostWatch(paths, self.config, self.providers, os.environ)
+        self.cost = CostWatch(paths, config, self.providers, os.environ)
         # A remote desk at work is read every pass; an idle one less often.
         self.cost.remote.busy = lambda agent: (
-            (state := self.states.get(agent)) is not None and state.status == "working"
+            (state := states.get(agent)) is not None and state.status == "working"
         )
         self.plane = EventPlane(
-            paths,
-            self.config,
-            self.states,
-            self.providers,
-            touch=self.committer.touch,
+            paths, config, states, self.providers, touch=self.committer.touch
         )
-        self.hooks = HookServer(
-            paths.hook_socket,
-            secret_of=self.plane.secret_of,
-            handle=self.plane.handle,
-            rejected=self.plane.rejected,
-            failed=self.plane.failed,
-            who=lambda sock: self.control.who(sock),
-        )
-        # Health and routes are made further down; these run only once the office runs.
-        self.worktrees = WorktreeKeeper(
+        self.plane.on_event.append(self._event_seen)
+        self.memory = MemoryKeeper(
             paths,
-            self.config,
+            budget=config.office.memory_budget,
+            use_cli=config.office.memory_tidy == "cli",
             log=self._agent_log,
-            report=lambda component, detail: (
-                self.health.report(component, detail) if detail else self.health.clear(component)
-            ),
-            post=lambda to, message: self.routes.post(to, message),
+            retention=Retention.of(config.office),
+        )
+        self.watchdog = Watchdog(
+            self._wake_views,
+            send_nudge=self._nudge,
+            tell_manager_once=self._tell_manager,
+            show_title=self._mail_title,
+            log=self._agent_log,
+        )
+        self.routes = RouteDriver(
+            paths,
+            self.router,
+            self.committer,
+            self.memory,
+            self.plane.inboxes,
+            states,
+            routed=self.listeners.routed,
+            hive=self.listeners.hive,
+            tell=self._tell,
+            poke=self.watchdog.poke,
+            office_log=self._office_log,
+            log_event=self.plane.log,
+            health=health,
+        )
+        # The router reports each pass to the route driver, which is made over the router.
+        self.router.on_change = self.routes.routed
+        self.worktrees = WorktreeKeeper(
+            paths, config, log=self._agent_log, report=health.set, post=self.routes.post
         )
         self.supervisor = Supervisor(
             paths,
-            self.config,
-            self.states,
+            config,
+            states,
             self.providers,
             log=self._agent_log,
             workplace=self.worktrees.workplace,
-            tell_manager=lambda agent_id, subject, text: self._tell_link(agent_id, subject, text),
-            report=lambda component, detail: (
-                self.health.report(component, detail) if detail else self.health.clear(component)
-            ),
+            tell_manager=self._tell_link,
+            report=health.set,
+        )
+        self.registry = RegistryPublisher(paths, config, states, self.committer)
+        self.status = StatusKeeper(
+            states,
+            self.supervisor,
+            self.providers,
+            self.plane.inboxes,
+            self.watchdog,
+            stall_after_s=config.office.stall_after_s,
+            cap_told=lambda agent_id: self._cap_told.get(agent_id, frozenset()),
+            log=self._agent_log,
+            command=office_command(paths.home),
+        )
+        self.person = Person(
+            paths,
+            config,
+            states,
+            self.providers,
+            self.supervisor,
+            self.router,
+            self.committer,
+            self.routes,
+            self.registry,
+            self.status,
+            add_agent=self.add_agent,
+            log=self._agent_log,
         )
         # A remote desk's own hook and control sockets (its ssh link forwards the host's
         # ends here): a connection is the desk whose socket it came in on. `hive` verbs,
@@ -180,22 +216,28 @@ class Office(PersonActions):
         self.relay = Relay(paths.home, self.plane.secret_of, log=self._agent_log)
         self.verbs = Verbs(paths.home, self.plane.secret_of, self.relay, program)
         # Semantic memory search: the model loaded once, by the first search, off the loop.
-        self.semantic = SemanticMemory(
-            paths, roster=lambda: list(self.states), log=self._office_log
-        )
+        self.semantic = SemanticMemory(paths, roster=lambda: list(states), log=self._office_log)
         self.control = ControlServer(
             paths.control_socket,
-            self.perform,
-            agents=self.states,
+            self.person.perform,
+            agents=states,
             log=self._agent_log,
             relay=self.verbs,
             desks=self._desk_processes,
             memory=self.semantic.answer,
         )
+        self.hooks = HookServer(
+            paths.hook_socket,
+            secret_of=self.plane.secret_of,
+            handle=self.plane.handle,
+            rejected=self.plane.rejected,
+            failed=self.plane.failed,
+            who=self.control.who,
+        )
         # What agents leave behind is adopted by this process (strays.py).
         self.strays = Strays(own=lambda: [*self._desk_processes(), *running_children()])
         self.desks: dict[str, tuple[HookServer, ControlServer]] = {
-            spec.id: self._desk_servers(spec.id) for spec in self.config.agents if spec.host
+            spec.id: self._desk_servers(spec.id) for spec in config.agents if spec.host
         }
         # Every socket the office keeps listening on (keep_sockets); run() adds the kick
         # socket, add_agent a hired remote desk's.
@@ -204,72 +246,24 @@ class Office(PersonActions):
             self.hooks,
             *(server for pair in self.desks.values() for server in pair),
         ]
-        self.watchdog = Watchdog(
-            self._wake_views,
-            send_nudge=self._nudge,
-            tell_manager_once=self._tell_manager,
-            show_title=self._mail_title,
-            log=self._agent_log,
-        )
-        self.plane.on_event.append(self._event_seen)
-        # Per agent, the mail released at the Stop drain's cap that someone was told of.
-        self._cap_told: dict[str, frozenset[str]] = {}
-        self.status = StatusKeeper(
-            self.states,
-            self.supervisor,
-            self.providers,
-            self.plane.inboxes,
-            self.watchdog,
-            stall_after_s=self.config.office.stall_after_s,
-            cap_told=lambda agent_id: self._cap_told.get(agent_id, frozenset()),
-            log=self._agent_log,
-            command=office_command(paths.home),
-        )
-        self.memory = MemoryKeeper(
-            paths,
-            budget=self.config.office.memory_budget,
-            use_cli=self.config.office.memory_tidy == "cli",
-            log=self._agent_log,
-            retention=Retention.of(self.config.office),
-        )
-        self.listeners = Listeners()
-        self.health = HealthBoard(paths.health_file, on_change=self._health_changed)
-        self.registry = RegistryPublisher(paths, self.config, self.states, self.committer)
-        self.routes = RouteDriver(
-            paths,
-            self.router,
-            self.committer,
-            self.memory,
-            self.plane.inboxes,
-            self.states,
-            routed=self.listeners.routed,
-            hive=self.listeners.hive,
-            tell=self._tell,
-            poke=self.watchdog.poke,
-            office_log=self._office_log,
-            log_event=self.plane.log,
-            health=self.health,
-        )
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._recover_marks: dict[str, int] = {}
         # The manager's floor view: a periodic digest of the peers' traffic (digest.py).
         self.digest = DigestWatch(
-            paths, self.config, thread_of=self.router.hops.get, post=self.routes.post
+            paths, config, thread_of=self.router.hops.get, post=self.routes.post
         )
         # A permission prompt left open is told to the manager once (escalations.py).
-        self.prompts = PromptTeller(self.config, self.routes.post)
-        self.states.listeners.append(self.prompts.changed)
+        self.prompts = PromptTeller(config, self.routes.post)
+        states.listeners.append(self.prompts.changed)
         # The app attaches here (issue 11); the office keeps every pane's screen for it.
         self.screens = Screens(self.supervisor)
         self.clients = ClientServer(
             paths.client_socket,
             paths.clients_file,
-            states=self.states,
+            states=states,
             supervisor=self.supervisor,
             screens=self.screens,
-            perform=self.perform,
+            perform=self.person.perform,
             welcome=self._welcome,
-            problems=lambda: self.health.problems,
+            problems=lambda: health.problems,
             costs=lambda: (self.cost.agents, self.cost.tasks),
             log=lambda line: print(f"hive-office: {line}", file=sys.stderr, flush=True),
         )
@@ -279,6 +273,13 @@ class Office(PersonActions):
         self.listeners.hive.append(self.clients.hive_changed)
         self.listeners.health.append(self.clients.health_changed)
         self.cost.listeners.append(self.clients.cost_changed)
+
+    def _rotate_log(self) -> None:
+        """Before each commit: the log rotated if it is due, its new segments staged."""
+        self.committer.touch(*self.log_rotation())
+
+    def _agent_log(self, agent_id: str, text: str) -> None:
+        self.plane.log(LogEvent(ts=utc_now_iso(), kind="agent", agent=agent_id, detail=text))
 
     def _desk_processes(self) -> dict[int, str]:
         """What the office runs as a desk besides its CLI, each the leader of a session
@@ -297,7 +298,7 @@ class Office(PersonActions):
         )
         control = ControlServer(
             self.paths.desk_socket(agent_id, "control"),
-            self.perform,
+            self.person.perform,
             agents=self.states,
             log=self._agent_log,
             desk=agent_id,
@@ -451,7 +452,7 @@ class Office(PersonActions):
             roster=[(a.id, a.name, a.role) for a in on_floor],
             web_agents=[a.id for a in on_floor if a.web],
         )
-        self._refloor()
+        self.person.refloor()
         self.states.add(AgentState(spec=spec, manager=False, status="offline"))
         if spec.host and spec.id not in self.desks:
             pair = self.desks[spec.id] = self._desk_servers(spec.id)

@@ -61,7 +61,7 @@ async def test_why_for_the_focused_agent_and_for_the_one_picked_on_the_map(
             await _until(pilot, lambda a=agent: office.states[a].explained, f"{agent} explained")
 
         async def expected(agent: str) -> str:
-            reply = await office.perform(ControlRequest(cmd="why", agent=agent))
+            reply = await office.person.perform(ControlRequest(cmd="why", agent=agent))
             return why_text(agent, reply.detail)
 
         # Without the prefix, w is typed into the agent: no answer appears.

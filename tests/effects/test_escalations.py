@@ -148,17 +148,17 @@ async def test_an_answered_escalation_to_the_manager_waits_no_more_and_stays_the
         Draft(to="michael", act="query", subject="Budget?", body="Over?", needs_human=True),
     )
     await _route(office)
-    [item] = office.waiting_for_person()
-    reply = await office.perform(ControlRequest(cmd="answer", message=item.id, text="Fine."))
+    [item] = office.person.waiting_for_person()
+    reply = await office.person.perform(ControlRequest(cmd="answer", message=item.id, text="Fine."))
     assert reply.ok, reply.error
-    assert office.waiting_for_person() == []
+    assert office.person.waiting_for_person() == []
     # Marked answered, not deleted: the manager still has it unread.
     assert [m.id for m in iter_inbox(paths.mailbox("michael"))] == [item.id]
     assert (paths.mailbox(HUMAN).done / f"{item.id}.json").exists()
     await _route(office)
     answer = next(m for m in iter_inbox(paths.mailbox("michael")) if m.sender == HUMAN)
     assert answer.body.startswith("Fine.") and item.id in answer.body
-    again = await office.perform(ControlRequest(cmd="answer", message=item.id, text="Again."))
+    again = await office.person.perform(ControlRequest(cmd="answer", message=item.id, text="Again."))
     assert not again.ok and "no message" in (again.error or "")
 
 
@@ -172,22 +172,22 @@ async def test_a_task_question_waits_and_its_answer_goes_on_the_task(paths: Hive
         )
         ledger, _ = tasks.ask_question(ledger, "t1", "Postgres or SQLite?", asked_by="jim", now=now)
         tasks.save_ledger(paths.tasks, ledger)
-    reply = await office.perform(ControlRequest(cmd="escalations"))
+    reply = await office.person.perform(ControlRequest(cmd="escalations"))
     assert reply.ok and task_item_id("t1", 1) in (reply.detail or "")
-    [item] = office.waiting_for_person()
+    [item] = office.person.waiting_for_person()
     assert item.id == task_item_id("t1", 1)
-    done = await office.perform(ControlRequest(cmd="answer", message=item.id, text="SQLite."))
+    done = await office.person.perform(ControlRequest(cmd="answer", message=item.id, text="SQLite."))
     assert done.ok, done.error
     [t] = tasks.tasks_of(tasks.load_ledger(paths.tasks))
     assert (t.questions[0].answer, len(t.questions)) == ("SQLite.", 1)
-    assert office.waiting_for_person() == []
+    assert office.person.waiting_for_person() == []
     await _route(office)
     answer = next(m for m in iter_inbox(paths.mailbox("michael")) if m.sender == HUMAN)
     assert (answer.task, answer.body.split("\n")[0]) == ("t1", "SQLite.")
     # Answered: the item is gone, and an answer to it is refused.
-    again = await office.perform(ControlRequest(cmd="answer", message=item.id, text="No."))
+    again = await office.person.perform(ControlRequest(cmd="answer", message=item.id, text="No."))
     assert not again.ok
-    unknown = await office.perform(
+    unknown = await office.person.perform(
         ControlRequest(cmd="answer", message=task_item_id("t9", 1), text="No.")
     )
     assert not unknown.ok

@@ -1,4 +1,4 @@
-"""The person's actions (hive_core/actions.py) through Office.perform, on a real office
+"""The person's actions (hive_core/actions.py) through Person.perform, on a real office
 reached over its control socket, and the CLI verbs generated from the same table."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from hive_core.actions import ACTIONS, Escalation
 from hive_core.cli.office import cli
 from hive_core.kick import kick
 from hive_core.mail import iter_inbox, write_draft
-from hive_core.office import Office
+from hive_core.office.person import Person
 from hive_core.schema import HUMAN, ControlRequest, Draft
 from tests.conftest import Running
 from tests.support import wait_for
@@ -26,7 +26,7 @@ def ask(running: Running, **fields: Any) -> control.ControlReply:
 
 def test_every_agent_action_has_its_one_handler() -> None:
     agent_actions = {a.name for a in ACTIONS if a.target == "agent"}
-    assert set(Office._on_agent) == agent_actions
+    assert set(Person._on_agent) == agent_actions
 
 
 def test_every_action_is_a_hive_office_verb_with_the_tables_help() -> None:
