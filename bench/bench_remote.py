@@ -436,7 +436,7 @@ def bench_idle(desks: int, hosts: int, seconds: float) -> None:
             "children": "its child processes, summed",
             "host side": "host side (sshd + remote shells)",
             "procs": "child processes (count)",
-            # The office's one python child is agents/session_guard.py.
+            # The office's one python child is desks/session_guard.py.
             "children python": "  children python (session guard)",
         }.get(key, f"  {key}")
         print(f"  {label:<36} {cells[0]} {cells[1]}")

@@ -11,10 +11,10 @@ Who calls (`attribute`), from the process itself: the kernel tells the caller's 
 and uid (SO_PEERCRED), and its ancestry in /proc decides, failing closed:
 
 - a process in an agent's terminal session, or below the agent's CLI, is that agent's
-  (the CLI is a child subreaper, agents/pty_session.py, so what leaves the session
+  (the CLI is a child subreaper, desks/pty_session.py, so what leaves the session
   with `setsid` or a double fork is still below it while the CLI lives);
 - any other process below the office is a stray, and nobody: the office is a child
-  subreaper too (agents/strays.py), so whatever an agent leaves behind when its CLI
+  subreaper too (desks/strays.py), so whatever an agent leaves behind when its CLI
   is gone (`setsid -f`, double forks, daemons, `nohup`) is adopted by the office, not
   by init. The one exception is the office's own session: a process whose every
   ancestor up to the office is in the office's session was started by the office (or,

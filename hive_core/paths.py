@@ -69,7 +69,7 @@ class HivePaths(NamedTuple):
 
     @property
     def usage_file(self) -> Path:
-        """Each agent's sessions and token sums, as the office last read them (usage.py)."""
+        """Each agent's sessions and token sums, as the office last read them (agents/usage.py)."""
         return self.run / "usage.json"
 
     @property
@@ -109,7 +109,7 @@ class HivePaths(NamedTuple):
         return self.run / "clients.json"
 
     def desk_tmp(self, agent_id: str) -> Path:
-        """A contained desk's private temporary folder (its TMPDIR; agents/contain.py)."""
+        """A contained desk's private temporary folder (its TMPDIR; desks/contain.py)."""
         return self.run / "tmp" / agent_id
 
     @property

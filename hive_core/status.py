@@ -128,7 +128,7 @@ class AgentStatus(msgspec.Struct, frozen=True):
     kind: StatusKind
     why: str
     evidence: str
-    # Why its running CLI is not contained (agents/contain.py); None: contained, or
+    # Why its running CLI is not contained (desks/contain.py); None: contained, or
     # not running. Shown beside any kind: the map, the pane title and `why`.
     uncontained: str | None = None
 

@@ -751,7 +751,7 @@ class HiveApp(App[None], inherit_bindings=False):
         if state.paused:
             bits.append("paused")
         if state.explained is not None and state.explained.uncontained is not None:
-            bits.append("uncontained")  # `why` says why (agents/contain.py)
+            bits.append("uncontained")  # `why` says why (desks/contain.py)
         explained = state.explained  # what the status word hides (hive_core/status.py)
         if explained and explained.kind in TITLE_KINDS and explained.kind != state.status:
             bits.append(explained.kind.replace("_", " "))

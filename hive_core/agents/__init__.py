@@ -1,1 +1,2 @@
-"""Agents: how each provider's CLI is launched and talks back, and the ptys they run in."""
+"""Agents: what each vendor's CLI is to the office: how it is launched, how its hooks talk
+back, where its login and its token usage are (the CLIs while they run are desks/)."""

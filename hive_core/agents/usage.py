@@ -5,7 +5,7 @@ Each provider names the files that hold an agent's usage and parses one line of 
 what was appended since the last one, and keeps one record per API call (a CLI that
 writes the same message several times while it streams counts once: the later line
 replaces the earlier). Only whole lines are consumed; a line still being written is
-kept back until its newline arrives. Pricing is cost.py's.
+kept back until its newline arrives. Pricing is hive_core/cost/'s.
 """
 
 from __future__ import annotations

@@ -194,7 +194,7 @@ def roster(as_json: bool) -> None:
       hive roster
       hive roster --json
     """
-    # Here, not at the top: cost.py brings asyncio, and only the roster needs it.
+    # Here, not at the top: the cost package brings asyncio, and only the roster needs it.
     from hive_core.cost import label, read_usage_file
 
     caller = current_caller()

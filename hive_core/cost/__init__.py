@@ -1,6 +1,6 @@
 """What the agents' tokens cost: one price table, and sums per agent, per task and per day.
 
-Everything here but `LedgerHistory` and `CostWatch` is pure. Usage records come from usage.py; a
+Everything here but `LedgerHistory` and `CostWatch` is pure. Usage records come from agents/usage.py; a
 task's share is the usage of its assignee while it held the task, read from the
 ledger's history in the hive's git (each commit's tasks.json) and the file as it is now.
 """

@@ -4,7 +4,7 @@ The office keeps the cursors (usage.UsageBook) and asks the host only for the by
 them: one ssh call per remote agent per pass, riding the desk's own connection while it
 is up (ssh.ssh_argv, master=False). On the host a short Python program (the remote
 venv's, stdlib only, so it does not depend on the hive-office version installed there)
-finds the files the way usage.py does locally, with the host's login environment and the
+finds the files the way agents/usage.py does locally, with the host's login environment and the
 roster's `env` over it (what the desk's CLI sees), and prints each file's identity, size
 and the bytes from the office's offset, base64-encoded, between two marker lines; a
 reply without its end marker is refused whole, so a dropped link never moves a cursor.

@@ -44,7 +44,7 @@ class AgentState:
     missing: str | None = None  # why the CLI could not start (not installed, ...)
     # Its CLI exited as soon as it started: how, and what to do (None: it did not).
     start_failed: str | None = None
-    # Why its CLI runs without the office's containment (agents/contain.py); None: it
+    # Why its CLI runs without the office's containment (desks/contain.py); None: it
     # is contained (or has not started).
     uncontained: str | None = None
     # The explained state (hive_core/status.py), kept current by the office.

@@ -348,7 +348,7 @@ class Supervisor:
         roster = {*(a.id for a in self.config.agents), *mailboxes}
         elsewhere = [a.cwd for a in self.config.agents if a.id != spec.id and a.host is None]
         # A worktree's git writes in the repository of the roster's folder, on the branch
-        # the office named for the desk (worktree_plan.py).
+        # the office named for the desk (worktrees/plan.py).
         branch = branch_name(self.config.office.name, str(self.paths.home), spec.id)
         git = (Path(self.states[spec.id].spec.cwd).expanduser(), branch)
         folders = contain.desk_folders(

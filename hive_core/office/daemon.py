@@ -16,7 +16,7 @@ Stopping is SIGTERM to the lock holder: serve's own stop (agents stopped, mail r
 last commit), then waiting for the process to be gone. A stop always ends: STOP_DEADLINE
 after it was asked for, a process still held up by one of its threads ends anyway
 (exit_by), and the home's lock with it. An office that dies in any other
-way still takes its agents with it (agents/pty_session.py: PDEATHSIG and the session
+way still takes its agents with it (desks/pty_session.py: PDEATHSIG and the session
 guard), whichever way it was started.
 """
 

@@ -2,7 +2,7 @@
 
 The verbs the thin client keeps in the caller's process (hive_client.client.LOCAL:
 `hive mcp`, `memory`, `ci-logs`, ...) cannot run there for two kinds of desk: a remote
-desk's host has no hive files, and a contained desk (agents/contain.py) cannot write
+desk's host has no hive files, and a contained desk (desks/contain.py) cannot write
 what they write. `hive` there sends them over the control socket, and this runs the
 office's own `hive` console script as a child for them, once the caller is known (a
 remote desk's claim checked by control.decide_desk; a local caller attributed by its

@@ -11,7 +11,7 @@ shell desks in real ptys, typed into with `hive-office type`, real git, real soc
 - A process holds the hive's .git/index.lock open, then main is pointed at a garbage
   commit: doctor says each (with what to do) while it lasts, and nothing is committed
   on top. Not from a desk: a contained desk can neither read nor write the hive's .git
-  (agents/contain.py); a stray git of the person's, or a crash, is what does this.
+  (desks/contain.py); a stray git of the person's, or a crash, is what does this.
 
 A contained desk writes only its own folders: what jim runs and writes lives in the
 desks' working folder and jim's own hive folder.

@@ -173,7 +173,7 @@ def test_the_office_runs_it_as_the_process_it_attributes(short_tmp: Path) -> Non
 
         # A file the command line names is read by the caller's process, from its cwd
         # and with what it may read: the manager's own file, yes; pam's memory, which
-        # her desk keeps from every other desk (agents/contain.py), no.
+        # her desk keeps from every other desk (desks/contain.py), no.
         plan = office.paths.desk_tmp("michael") / "plan.md"
         plan.write_text("# Plan\n\nfrom michael's file\n")
         wrote = desks.typed("michael", f"cd {plan.parent} && hive board --write {plan.name}")

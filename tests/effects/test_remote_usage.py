@@ -116,7 +116,7 @@ def test_a_remote_claude_desks_usage_is_read_on_its_host_and_resumes_after_an_ou
     watch, _ = watch_for(tmp_path, [pam, kev, jim], office_env(tmp_path))
     current: dict[str, str | None] = {"pam": SESSION, "kev": SESSION, "jim": None}
     # Passes here come back to back; on the office's clock each is a minute apart, past
-    # the wait a quiet desk gets (remote/usage.py quiet_delay).
+    # the wait a quiet desk gets (cost/remote_usage.py quiet_delay).
     minutes = iter(range(0, 10**6, 60))
     watch.remote.clock = lambda: float(next(minutes))
 
