@@ -1,7 +1,7 @@
 """The person's actions on a running office, each written once.
 
 Everything that lets the person act on the office is generated from `ACTIONS`: the
-control socket's commands (`Person.perform` (office/person.py)), the `hive-office` verbs, the app's
+control socket's commands (`Person.perform`, office/person.py), the `hive-office` verbs, the app's
 prefix keys, its help screen and its key line. An action added here appears in all of
 them; nothing else lists them. The app's own view commands (zoom, panels, quit) are not
 actions on the office and live with the app.
