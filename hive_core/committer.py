@@ -25,6 +25,7 @@ import pygit2
 from hive_core import gitsafe
 from hive_core.fsio import TEMP_PREFIX, UnsafeFile, atomic_write, open_regular
 from hive_core.paths import HivePaths
+from hive_core.text import stripped
 
 log = logging.getLogger(__name__)
 
@@ -392,7 +393,7 @@ def _command(pid: int) -> str:
     except OSError:
         return "gone"
     text = raw.replace(b"\0", b" ").decode("utf-8", "replace").strip()
-    return "".join(c for c in text if c.isprintable())[:80] or "unnamed"
+    return stripped(text, lines=False)[:80] or "unnamed"
 
 
 def _remove_stale_locks(locks: Iterable[Path]) -> None:

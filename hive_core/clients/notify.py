@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 import msgspec
 
 from hive_core.clients.protocol import AgentView
+from hive_core.text import one_line
 
 # More desktop notifications than this at once (the app opening on a full inbox) are
 # summed up in one: a stack of popups tells the person less than a count.
@@ -82,8 +83,7 @@ def news(
 def _clean(text: str) -> str:
     """One line without control characters (an agent wrote it; ESC or BEL would end the
     sequence early or start another)."""
-    line = " ".join("".join(c if c.isprintable() else " " for c in text).split())
-    return line[:TEXT_MAX]
+    return one_line(text, TEXT_MAX)
 
 
 def through_tmux(sequence: str) -> str:

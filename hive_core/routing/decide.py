@@ -9,7 +9,6 @@ out; everything that can be decided without a disk is decided here and tested al
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -573,12 +572,10 @@ def moved_notice(msg_id: str, owner: str, folder: str, aside: str) -> Message:
 
 # --- text that reaches another agent ----------------------------------------------------
 
-_LINE_BREAKS = re.compile("[\r\n\v\f\x85\u2028\u2029]+")
-
 
 def clean_line(text: str) -> str:
     """One line, as a subject must be: line breaks become spaces, unsafe characters go."""
-    return stripped(_LINE_BREAKS.sub(" ", text), lines=False)
+    return stripped(text, lines=False)
 
 
 def clean_text(text: str) -> str:

@@ -20,6 +20,7 @@ from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
 from hive_core.config import PATTERN_FLAGS
+from hive_core.text import one_line
 
 _SECRET = (
     r"(?:tokens?|passwords?|passwd|passphrases?|secrets?|api[ _-]?keys?|credentials?"
@@ -186,6 +187,6 @@ def _excerpt(view: str, match: re.Match[str]) -> str:
     start = max(0, match.start() - EXCERPT_CONTEXT)
     end = min(len(view), match.end() + EXCERPT_CONTEXT)
     shown = re.sub(_TAGS, lambda m: f"[hidden: {_reveal(m.group())}]", view[start:end])
-    shown = " ".join("".join(c if c.isprintable() else " " for c in shown).split())
+    shown = one_line(shown)
     shown = ("…" if start else "") + shown + ("…" if end < len(view) else "")
     return shown if len(shown) <= EXCERPT_MAX else shown[: EXCERPT_MAX - 1] + "…"

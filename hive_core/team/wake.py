@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 
 from hive_core.schema import MailItem, Status
 from hive_core.status import WakeSeen
+from hive_core.text import one_line
 
 # Stop seen is not enough: the CLI may still be painting its last answer, and text
 # pasted mid-paint can land in the wrong place.
@@ -233,8 +234,8 @@ def _summary(unread: Sequence[MailItem], limit: int) -> str:
     """`2 unread messages (from jim, pam)`, naming as many senders as fit in `limit`."""
     count = len(unread)
     head = f"{count} unread message{'s' if count != 1 else ''}"
-    # Printable only: this text is pasted into a terminal.
-    names = ("".join(c for c in m.sender if c.isprintable()) for m in unread)
+    # This text is pasted into a terminal.
+    names = (one_line(m.sender) for m in unread)
     senders = [name for name in dict.fromkeys(names) if name]
     for shown in range(len(senders), 0, -1):
         more = f" and {len(senders) - shown} more" if shown < len(senders) else ""
