@@ -38,6 +38,7 @@ from hive_core.agents.provider import (
     SummaryCommand,
     SummaryRequest,
     agent_cwd,
+    claude_shaped_answer,
     office_env,
     program_argv,
     text_field,
@@ -221,38 +222,7 @@ class ClaudeProvider:
         return UsageSource(files=claude_files(config_dir, sessions), parser=claude_parser)
 
     def render(self, event: CanonicalEvent, decision: HookDecision) -> HookAnswer:
-        output: dict[str, Any] | None = None
-        if decision.block is not None and event.name == "Stop":
-            output = {"decision": "block", "reason": decision.block}
-        elif decision.deny is not None and event.name == "PreToolUse":
-            output = {
-                "hookSpecificOutput": {
-                    "hookEventName": "PreToolUse",
-                    "permissionDecision": "deny",
-                    "permissionDecisionReason": decision.deny,
-                }
-            }
-        elif decision.rewrite is not None and event.name == "PreToolUse":
-            # Only an "allow" applies updatedInput; the CLI's own deny and ask rules still
-            # run on the rewritten call.
-            output = {
-                "hookSpecificOutput": {
-                    "hookEventName": "PreToolUse",
-                    "permissionDecision": "allow",
-                    "permissionDecisionReason": "read from the office's CI-log cache",
-                    "updatedInput": decision.rewrite,
-                }
-            }
-        elif decision.context and event.name in ("SessionStart", "UserPromptSubmit", "PostToolUse"):
-            output = {
-                "hookSpecificOutput": {
-                    "hookEventName": event.name,
-                    "additionalContext": decision.context,
-                }
-            }
-        if output is None:
-            return HookAnswer()
-        return HookAnswer(stdout=msgspec.json.encode(output).decode())
+        return claude_shaped_answer(event, decision)
 
 
 def structured_output(stdout: bytes) -> object:

@@ -88,6 +88,7 @@ from hive_core.agents.provider import (
     LaunchContext,
     SummaryRequest,
     agent_cwd,
+    claude_shaped_answer,
     office_env,
     program_argv,
     text_field,
@@ -121,7 +122,6 @@ EVENTS: dict[str, EventName] = {
 # Codex already calls its shell tool `Bash`; edits arrive as one patch over many files.
 TOOLS = {"apply_patch": "Edit"}
 _PATCH_PATH = re.compile(r"^\*\*\* (?:Add File|Update File|Delete File|Move to): (.+?)\s*$", re.M)
-_CONTEXT_EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse")
 
 
 def codex_home(paths: HivePaths, agent_id: str) -> Path:
@@ -242,38 +242,7 @@ class CodexProvider:
         return UsageSource(files=codex_files(codex_home(paths, agent.id)), parser=codex_parser)
 
     def render(self, event: CanonicalEvent, decision: HookDecision) -> HookAnswer:
-        output: dict[str, Any] | None = None
-        if decision.block is not None and event.name == "Stop":
-            output = {"decision": "block", "reason": decision.block}
-        elif decision.deny is not None and event.name == "PreToolUse":
-            output = {
-                "hookSpecificOutput": {
-                    "hookEventName": "PreToolUse",
-                    "permissionDecision": "deny",
-                    "permissionDecisionReason": decision.deny,
-                }
-            }
-        elif decision.rewrite is not None and event.name == "PreToolUse":
-            # Only an "allow" applies updatedInput; the CLI's own deny and ask rules still
-            # run on the rewritten call.
-            output = {
-                "hookSpecificOutput": {
-                    "hookEventName": "PreToolUse",
-                    "permissionDecision": "allow",
-                    "permissionDecisionReason": "read from the office's CI-log cache",
-                    "updatedInput": decision.rewrite,
-                }
-            }
-        elif decision.context and event.name in _CONTEXT_EVENTS:
-            output = {
-                "hookSpecificOutput": {
-                    "hookEventName": event.name,
-                    "additionalContext": decision.context,
-                }
-            }
-        if output is None:
-            return HookAnswer()
-        return HookAnswer(stdout=msgspec.json.encode(output).decode())
+        return claude_shaped_answer(event, decision)
 
 
 AUTH_FILE = "auth.json"

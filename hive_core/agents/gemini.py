@@ -72,6 +72,7 @@ import msgspec
 
 from hive_core.agents.claude import CHECKOUT
 from hive_core.agents.provider import (
+    CONTEXT_EVENTS,
     HOOK_TIMEOUT_S,
     CanonicalEvent,
     EventName,
@@ -126,7 +127,6 @@ TOOLS = {
     "write_todos": "TodoWrite",
 }
 NOTIFICATIONS = {"ToolPermission": "permission_prompt"}
-_CONTEXT_EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse")
 # Spelled out in the hook command so they survive Gemini's environment redaction.
 _FORWARDED = ("HIVE_HOME", "HIVE_AGENT_ID", "HIVE_SECRET", "HIVE_SOCKET")
 # A user-tier rule of Gemini's policy engine (its `policies/*.toml`; `tools.allowed`
@@ -382,7 +382,7 @@ class GeminiProvider:
         elif decision.rewrite is not None and event.name == "PreToolUse":
             # BeforeTool merges hookSpecificOutput.tool_input into the call's arguments.
             output = {"hookSpecificOutput": {"tool_input": decision.rewrite}}
-        elif decision.context and event.name in _CONTEXT_EVENTS:
+        elif decision.context and event.name in CONTEXT_EVENTS:
             output = {"hookSpecificOutput": {"additionalContext": decision.context}}
         if output is None:
             return HookAnswer()

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, get_args
 
+import msgspec
+
 import cth_hook
 from hive_core.agents.usage import UsageSource
 from hive_core.paths import HivePaths
@@ -55,13 +57,15 @@ class CanonicalEvent:
     error: str | None = None
 
 
+# The events whose answer can carry extra text for the model, in every CLI the office runs.
+CONTEXT_EVENTS: tuple[EventName, ...] = ("SessionStart", "UserPromptSubmit", "PostToolUse")
+
+
 @dataclass(frozen=True)
 class HookDecision:
     """What the office wants the CLI to do; each provider renders it its own way."""
 
-    context: str | None = (
-        None  # extra text for the model (SessionStart, UserPromptSubmit, PostToolUse)
-    )
+    context: str | None = None  # extra text for the model (CONTEXT_EVENTS)
     deny: str | None = None  # PreToolUse: refuse the tool, with a reason the model can act on
     # PreToolUse: run the tool with this input instead (the CI-log rewrite, hive_core/ci/rewrite.py).
     rewrite: dict[str, Any] | None = None
@@ -195,6 +199,43 @@ def program_argv(agent: AgentSpec, default: str, env: dict[str, str]) -> list[st
     resolved on the agent's own PATH so the office's PATH does not decide."""
     program = agent.command or [default]
     return [shutil.which(program[0], path=env["PATH"]) or program[0], *program[1:]]
+
+
+def claude_shaped_answer(event: CanonicalEvent, decision: HookDecision) -> HookAnswer:
+    """`decision` as the JSON on stdout that Claude Code's hooks read, and Codex's, which
+    copied them: a Stop block, a PreToolUse deny or rewrite, or context for the model."""
+    output: dict[str, Any] | None = None
+    if decision.block is not None and event.name == "Stop":
+        output = {"decision": "block", "reason": decision.block}
+    elif decision.deny is not None and event.name == "PreToolUse":
+        output = {
+            "hookSpecificOutput": {
+                "hookEventName": "PreToolUse",
+                "permissionDecision": "deny",
+                "permissionDecisionReason": decision.deny,
+            }
+        }
+    elif decision.rewrite is not None and event.name == "PreToolUse":
+        # Only an "allow" applies updatedInput; the CLI's own deny and ask rules still
+        # run on the rewritten call.
+        output = {
+            "hookSpecificOutput": {
+                "hookEventName": "PreToolUse",
+                "permissionDecision": "allow",
+                "permissionDecisionReason": "read from the office's CI-log cache",
+                "updatedInput": decision.rewrite,
+            }
+        }
+    elif decision.context and event.name in CONTEXT_EVENTS:
+        output = {
+            "hookSpecificOutput": {
+                "hookEventName": event.name,
+                "additionalContext": decision.context,
+            }
+        }
+    if output is None:
+        return HookAnswer()
+    return HookAnswer(stdout=msgspec.json.encode(output).decode())
 
 
 def text_field(value: object) -> str | None:
