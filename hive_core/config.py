@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import tomllib
 from pathlib import Path
@@ -9,15 +10,18 @@ from pathlib import Path
 import msgspec
 
 from hive_core.schema import (
+    AGENT_ID_RULE,
     ENV_KEY_RE,
     ENV_LOADER_KEYS,
     ENV_LOADER_PREFIX,
     ENV_OFFICE_PREFIX,
     NAME_MAX,
+    PROVIDER_NAMES,
     RESERVED_IDS,
     ROLE_MAX,
     AgentSpec,
     OfficeConfig,
+    OfficeSettings,
     is_agent_id,
 )
 
@@ -26,34 +30,36 @@ class ConfigError(Exception):
     """office.toml cannot be used; the message names the file, the line and the fix."""
 
 
-DEFAULT_OFFICE_TOML = """\
+# The default office.toml. Each `{field}` is OfficeSettings' default for that setting
+# (schema.py holds the values, this file only says them), so the file cannot drift.
+_DEFAULT_OFFICE_TEMPLATE = """\
 # hive-office roster and settings. Edit freely; `hive-office init` never overwrites this file.
-# Agent ids: lowercase letter first, then lowercase letters, digits or '-', at most 32.
-# Reserved ids: human, god, broadcast, triage, router, all.
+# Agent ids: {id_rule}.
+# Reserved ids: {reserved}.
 
 [office]
-name = "Scranton"
-manager = "michael"      # the manager ("god") agent: runs the floor, the person's proxy
-hop_cap = 8              # a reply chain longer than this goes to the manager instead
-stop_block_cap = 3       # at most this many Stop blocks in a row to drain mail
-prefix_key = "ctrl+]"    # the app's prefix key (then ? lists the commands)
-alt_digits = true        # alt+1..9 focus agent N; false leaves them to the agent
-stall_after_s = 300      # a working agent silent (no hook, no output) this long is stalled
-notify = "desktop"       # when an agent needs you: desktop (BEL + notification) | bell | off
-permission_tell_after_s = 120  # a permission prompt open this long is told to the manager
+name = {name}
+manager = {manager}      # the manager ("god") agent: runs the floor, the person's proxy
+hop_cap = {hop_cap}              # a reply chain longer than this goes to the manager instead
+stop_block_cap = {stop_block_cap}       # at most this many Stop blocks in a row to drain mail
+prefix_key = {prefix_key}    # the app's prefix key (then ? lists the commands)
+alt_digits = {alt_digits}        # alt+1..9 focus agent N; false leaves them to the agent
+stall_after_s = {stall_after_s}      # a working agent silent (no hook, no output) this long is stalled
+notify = {notify}       # when an agent needs you: desktop (BEL + notification) | bell | off
+permission_tell_after_s = {permission_tell_after_s}  # a permission prompt open this long is told to the manager
 # injection_patterns = ["..."]  # regexes flagged as injected instructions (replaces the defaults)
 # worktree_setup = "cp \"$HIVE_REPO/.env\" ."  # run once in each new agent worktree
-# ci_logs_max_age_days = 30  # `hive ci-logs`: cached CI runs older than this are deleted
-# ci_logs_max_mb = 500       # ... and the oldest while the cache holds more than this
-# manager_watch = "digest"   # the manager's digest of the floor's traffic: digest | off
-# manager_digest_every_s = 900        # ... how often (only when there is news)
-# manager_digest_open_after_s = 1800  # ... a request unanswered this long is listed
+# ci_logs_max_age_days = {ci_logs_max_age_days}  # `hive ci-logs`: cached CI runs older than this are deleted
+# ci_logs_max_mb = {ci_logs_max_mb}       # ... and the oldest while the cache holds more than this
+# manager_watch = {manager_watch}   # the manager's digest of the floor's traffic: digest | off
+# manager_digest_every_s = {manager_digest_every_s}        # ... how often (only when there is news)
+# manager_digest_open_after_s = {manager_digest_open_after_s}  # ... a request unanswered this long is listed
 
 [[agents]]
 id = "michael"
 name = "Michael"
 role = "Regional manager: runs the floor, plans, delegates, escalates"
-provider = "claude"      # claude | codex | gemini | shell
+provider = "claude"      # {providers}
 cwd = "~"
 
 [[agents]]
@@ -86,6 +92,25 @@ web = true
 # cache_write = 3.75
 # cache_read = 0.30
 """
+
+
+def _toml_value(value: object) -> str:
+    """A default as office.toml writes it: `true`, `"text"`, `300` for 300.0."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+DEFAULT_OFFICE_TOML = _DEFAULT_OFFICE_TEMPLATE.format(
+    **{key: _toml_value(value) for key, value in msgspec.structs.asdict(OfficeSettings()).items()},
+    id_rule=AGENT_ID_RULE,
+    reserved=", ".join(sorted(RESERVED_IDS)),
+    providers=" | ".join(PROVIDER_NAMES),
+)
 
 
 # How an office.toml `injection_patterns` entry is read (routing/trust.py compiles them).
@@ -145,8 +170,7 @@ def check_office(config: OfficeConfig) -> list[Problem]:
                     "agents",
                     str(i),
                     "id",
-                    f"agent id {spec.id!r} is not valid: use a "
-                    "lowercase letter, then up to 31 lowercase letters, digits or '-'.",
+                    f"agent id {spec.id!r} is not valid: use {AGENT_ID_RULE}.",
                 )
             )
         elif spec.id in RESERVED_IDS:

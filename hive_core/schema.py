@@ -9,14 +9,19 @@ from __future__ import annotations
 import re
 from array import array
 from itertools import accumulate
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import msgspec
 
 # --- limits and names (one fact, one place) -------------------------------------------
 
+AGENT_ID_MAX = 32
 # \Z, not $: `$` also matches before a final newline, and "jim\n" is not an id.
-AGENT_ID_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}\Z")
+AGENT_ID_RE = re.compile(rf"^[a-z][a-z0-9-]{{0,{AGENT_ID_MAX - 1}}}\Z")
+# The rule above as the person reads it, in every refusal and in the default office.toml.
+AGENT_ID_RULE = (
+    f"a lowercase letter, then up to {AGENT_ID_MAX - 1} lowercase letters, digits or '-'"
+)
 # An agent's name and role (office.toml, `hire`): one line each, on the floor and in
 # every roster.
 NAME_MAX = 64
@@ -50,10 +55,12 @@ TOKEN_MAX = 128
 JSON_DEPTH_MAX = 32
 
 Act = Literal["request", "inform", "propose", "query", "agree", "refuse", "done"]
-ACTS: tuple[str, ...] = ("request", "inform", "propose", "query", "agree", "refuse", "done")
+ACTS: tuple[Act, ...] = get_args(Act)
 REPLY_OBLIGING_ACTS = frozenset({"request", "query", "propose"})
 
+# The agent CLIs office.toml may name; agents/providers.py has one Provider for each.
 Provider = Literal["claude", "codex", "gemini", "shell"]
+PROVIDER_NAMES: tuple[Provider, ...] = get_args(Provider)
 
 
 # --- messages -------------------------------------------------------------------------

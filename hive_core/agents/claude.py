@@ -48,6 +48,7 @@ from hive_core.agents.usage import UsageSource, claude_files, claude_parser
 from hive_core.fsio import READ_ONLY_MODE, atomic_write
 from hive_core.paths import HivePaths
 from hive_core.schema import AgentSpec
+from hive_core.schema import Provider as ProviderName
 
 # The `hive` CLI and its MCP tools are how agents coordinate; they must never wait on a
 # permission prompt. `mcp__hive` allows every tool of the server named hive (2.1.197).
@@ -132,7 +133,7 @@ def settings_for(hook_command: list[str], locked: Iterable[Path] = ()) -> Claude
 
 
 class ClaudeProvider:
-    name = "claude"
+    name: ProviderName = "claude"
     hookless = False
 
     def executable(self, agent: AgentSpec) -> str:

@@ -90,6 +90,7 @@ from hive_core.agents.usage import LineParser, Tokens, UsageRecord, UsageSource
 from hive_core.fsio import READ_ONLY_MODE, UnsafeFile, atomic_write, read_regular
 from hive_core.paths import HivePaths
 from hive_core.schema import AgentSpec
+from hive_core.schema import Provider as ProviderName
 
 HOOK_NAME = "hive-office"
 HOME_VAR = "GEMINI_CLI_HOME"
@@ -295,7 +296,7 @@ def read_settings(path: Path) -> dict[str, Any]:
 
 
 class GeminiProvider:
-    name = "gemini"
+    name: ProviderName = "gemini"
     hookless = False
 
     def executable(self, agent: AgentSpec) -> str:

@@ -21,6 +21,7 @@ import cth_hook
 from hive_core.agents.usage import UsageSource
 from hive_core.paths import HivePaths
 from hive_core.schema import AgentSpec
+from hive_core.schema import Provider as ProviderName
 
 # The office's event names (Claude Code's); other providers' events are mapped onto them.
 EventName = Literal[
@@ -124,7 +125,7 @@ class SummaryCommand:
 
 
 class Provider(Protocol):
-    name: str
+    name: ProviderName
     # A hookless CLI cannot drain mail at the end of a turn: the office shows its mail
     # in its pane title instead and tells the manager.
     hookless: bool

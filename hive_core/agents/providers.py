@@ -1,4 +1,6 @@
-"""The providers the office knows, by the name office.toml uses."""
+"""The providers the office knows, by the name office.toml uses (each provider's `name`,
+one of schema.PROVIDER_NAMES; tests/unit/test_provider_names.py checks there is one for
+each)."""
 
 from __future__ import annotations
 
@@ -10,9 +12,5 @@ from hive_core.agents.shell import ShellProvider
 
 
 def providers() -> dict[str, Provider]:
-    return {
-        "claude": ClaudeProvider(),
-        "codex": CodexProvider(),
-        "gemini": GeminiProvider(),
-        "shell": ShellProvider(),
-    }
+    made: list[Provider] = [ClaudeProvider(), CodexProvider(), GeminiProvider(), ShellProvider()]
+    return {provider.name: provider for provider in made}

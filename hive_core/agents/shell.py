@@ -18,12 +18,13 @@ from hive_core.agents.provider import (
 )
 from hive_core.paths import HivePaths
 from hive_core.schema import AgentSpec
+from hive_core.schema import Provider as ProviderName
 
 DEFAULT_SHELL = "/bin/bash"
 
 
 class ShellProvider:
-    name = "shell"
+    name: ProviderName = "shell"
     hookless = True
 
     def executable(self, agent: AgentSpec) -> str:

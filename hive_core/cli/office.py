@@ -31,7 +31,7 @@ from hive_core.hive import init_office, tighten_modes
 from hive_core.office import Office, OfficeBusy, daemon, office_lock
 from hive_core.paths import HivePaths, resolve_home
 from hive_core.render import preview, why_text
-from hive_core.schema import ControlReply, ControlRequest
+from hive_core.schema import PROVIDER_NAMES, ControlReply, ControlRequest
 
 
 def _paths(home: str | None) -> HivePaths:
@@ -305,7 +305,9 @@ _EXTRA: dict[str, list[click.Parameter]] = {
         click.Option(["--name"], required=True, help="Its name, as the roster and map show it."),
         click.Option(["--role"], default="", help="One line: what it does for the team."),
         click.Option(
-            ["--provider"], required=True, help="Its CLI: claude, codex, gemini or shell."
+            ["--provider"],
+            required=True,
+            help=f"Its CLI: {', '.join(PROVIDER_NAMES[:-1])} or {PROVIDER_NAMES[-1]}.",
         ),
         click.Option(["--web"], is_flag=True, help="It reads the web (its mail is marked)."),
         click.Option(

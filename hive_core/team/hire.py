@@ -13,24 +13,24 @@ import os
 import tomllib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import get_args
 
 import msgspec
 
 from hive_core.config import check_office
 from hive_core.fsio import atomic_write
 from hive_core.schema import (
+    AGENT_ID_RULE,
     NAME_MAX,
+    PROVIDER_NAMES,
     RESERVED_IDS,
     ROLE_MAX,
     AgentSpec,
     ControlRequest,
     OfficeConfig,
-    Provider,
     is_agent_id,
 )
 
-PROVIDERS: tuple[str, ...] = get_args(Provider)
+PROVIDERS: tuple[str, ...] = PROVIDER_NAMES
 
 
 class HireRefused(Exception):
@@ -59,10 +59,7 @@ def new_spec(
     """The entry for a new agent, or HireRefused: the rules office.toml's loader applies
     to one entry (config.check_office), said about this one agent."""
     if not is_agent_id(agent_id):
-        raise HireRefused(
-            f"{agent_id!r} is not a valid agent id: use a lowercase letter, then up to 31 "
-            "lowercase letters, digits or '-'."
-        )
+        raise HireRefused(f"{agent_id!r} is not a valid agent id: use {AGENT_ID_RULE}.")
     if agent_id in RESERVED_IDS:
         raise HireRefused(
             f"{agent_id!r} is reserved ({', '.join(sorted(RESERVED_IDS))}); pick another id."
