@@ -1,6 +1,4 @@
-"""The providers the office knows, by the name office.toml uses (each provider's `name`,
-one of schema.PROVIDER_NAMES; tests/unit/test_provider_names.py checks there is one for
-each)."""
+"""The providers the office knows, by the name office.toml uses."""
 
 from __future__ import annotations
 
@@ -12,5 +10,7 @@ from hive_core.agents.shell import ShellProvider
 
 
 def providers() -> dict[str, Provider]:
+    # Keyed by each provider's own `name`, one of schema.PROVIDER_NAMES (the test of
+    # provider names checks there is one provider for each).
     made: list[Provider] = [ClaudeProvider(), CodexProvider(), GeminiProvider(), ShellProvider()]
     return {provider.name: provider for provider in made}
