@@ -86,7 +86,7 @@ class HivePaths(NamedTuple):
 
     @property
     def client_socket(self) -> Path:
-        """Where the app attaches to the office (hive_core/clients/server.py)."""
+        """Where the app attaches to the office (hive_core/clients/client_socket.py)."""
         return self.run / "client.sock"
 
     # --- remote desks (hive_core/remote/) ---

@@ -49,7 +49,6 @@ from hive_tui.link import LocalLink, OfficeLink, Route
 from hive_tui.map.widget import OfficeMap
 from hive_tui.messages import AgentInfo
 from hive_tui.panels.board import BoardPanel
-from hive_tui.panels.diff import DiffScreen
 from hive_tui.panels.inbox import InboxPanel
 from hive_tui.panels.log import LogPanel
 from hive_tui.panels.memory import MemoryPanel
@@ -58,6 +57,7 @@ from hive_tui.problems import Shown, shown
 from hive_tui.problems import news as problem_news
 from hive_tui.screens.answer import AnswerScreen
 from hive_tui.screens.confirm import ConfirmScreen
+from hive_tui.screens.diff import DiffScreen
 from hive_tui.screens.help import HelpScreen
 from hive_tui.screens.hire import HireScreen
 from hive_tui.screens.quit import QuitScreen
@@ -437,7 +437,7 @@ class HiveApp(App[None], inherit_bindings=False):
     def _typed(self, message: TerminalPane.Input) -> None:
         if not message.by_person:
             # The pane's answers to the agent's terminal queries: the office's own screen
-            # of the pane answers them (hive_core/clients/screens.py), once for everyone.
+            # of the pane answers them (hive_core/clients/grids.py), once for everyone.
             return
         # The Stop drain and the wake path stand back while the person types.
         self.link.typed(message.agent_id)

@@ -21,9 +21,9 @@ from textual.binding import Binding, BindingType
 from hive_core.schema import OfficeSettings
 from hive_tui.commands import DIRECT_KEYS, VIEW_COMMANDS, help_rows, key_line
 from hive_tui.map.widget import OfficeMap
-from hive_tui.panels.diff import DiffScreen
 from hive_tui.panels.log import LogPanel
 from hive_tui.panels.memory import MemoryPanel
+from hive_tui.screens.diff import DiffScreen
 from hive_tui.screens.form import FormScreen
 from hive_tui.screens.task import TaskScreen
 

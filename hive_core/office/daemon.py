@@ -448,7 +448,7 @@ def agents_running(paths: HivePaths) -> int:
 
 
 def _clients(paths: HivePaths, pid: int) -> int | None:
-    from hive_core.clients.server import ClientsFile
+    from hive_core.clients.client_socket import ClientsFile
 
     try:
         told = msgspec.json.decode(paths.clients_file.read_bytes(), type=ClientsFile)

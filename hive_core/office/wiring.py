@@ -21,9 +21,9 @@ from pathlib import Path
 
 from hive_core import ci
 from hive_core.agents.providers import providers
+from hive_core.clients.client_socket import ClientServer
+from hive_core.clients.grids import PaneGrids
 from hive_core.clients.protocol import PROTOCOL_VERSION, Welcome
-from hive_core.clients.screens import Screens
-from hive_core.clients.server import ClientServer
 from hive_core.committer import COMMIT_COMPONENT, Committer
 from hive_core.config import load_office
 from hive_core.control import ControlServer, Listener, keep_sockets
@@ -31,8 +31,8 @@ from hive_core.cost import CostWatch
 from hive_core.desks.state import AgentState, AgentStates
 from hive_core.desks.strays import Strays, set_subreaper
 from hive_core.desks.supervisor import Supervisor
+from hive_core.events.hook_socket import HookServer
 from hive_core.events.plane import EventPlane
-from hive_core.events.server import HookServer
 from hive_core.health import HealthBoard, Problem
 from hive_core.hint import office_command
 from hive_core.hive import ensure_mailbox, read_registry, tighten_modes
@@ -254,13 +254,13 @@ class Office:
         self.prompts = PromptTeller(config, self.routes.post)
         states.listeners.append(self.prompts.changed)
         # The app attaches here (issue 11); the office keeps every pane's screen for it.
-        self.screens = Screens(self.supervisor)
+        self.grids = PaneGrids(self.supervisor)
         self.clients = ClientServer(
             paths.client_socket,
             paths.clients_file,
             states=states,
             supervisor=self.supervisor,
-            screens=self.screens,
+            grids=self.grids,
             perform=self.person.perform,
             welcome=self._welcome,
             problems=lambda: health.problems,

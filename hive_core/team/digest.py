@@ -50,7 +50,7 @@ class Routed:
 
 
 @dataclass(frozen=True)
-class FloorWatch:
+class DigestMemory:
     """What the digest remembers between two digests."""
 
     # Messages per (sender, recipient) since the last digest.
@@ -82,7 +82,7 @@ def routed_of(line: bytes, thread_of: Callable[[str], HopRecord | None]) -> Rout
     )
 
 
-def fold(watch: FloorWatch, routed: Iterable[Routed], peers: frozenset[str]) -> FloorWatch:
+def fold(watch: DigestMemory, routed: Iterable[Routed], peers: frozenset[str]) -> DigestMemory:
     """Add delivered messages to the watch. Only traffic between peers (agents other
     than the manager) is the floor's: the manager sees its own mail, and the person's
     and the office's are not the team talking."""
@@ -106,10 +106,10 @@ def fold(watch: FloorWatch, routed: Iterable[Routed], peers: frozenset[str]) -> 
             threads.setdefault(message.conversation, []).append(message.id)
     if len(waiting) > WAITING_MAX:
         waiting = dict(sorted(waiting.items(), key=lambda kv: kv[1].at)[-WAITING_MAX:])
-    return FloorWatch(counts=counts, waiting=waiting, reported=watch.reported & waiting.keys())
+    return DigestMemory(counts=counts, waiting=waiting, reported=watch.reported & waiting.keys())
 
 
-def compose(watch: FloorWatch, now: datetime, open_after_s: float) -> tuple[str | None, FloorWatch]:
+def compose(watch: DigestMemory, now: datetime, open_after_s: float) -> tuple[str | None, DigestMemory]:
     """The digest's text (None: nothing new to say) and the watch after sending it.
     Said when there was traffic since the last one, or a request became overdue."""
     overdue = sorted(
@@ -117,7 +117,7 @@ def compose(watch: FloorWatch, now: datetime, open_after_s: float) -> tuple[str 
         key=lambda w: w.at,
     )
     newly = {w.id for w in overdue} - watch.reported
-    after = FloorWatch(waiting=watch.waiting, reported=watch.reported | newly)
+    after = DigestMemory(waiting=watch.waiting, reported=watch.reported | newly)
     if not watch.counts and not newly:
         return None, after
     total = sum(watch.counts.values())
@@ -169,7 +169,7 @@ class DigestWatch:
         self.post = post
         # From now on: what happened before the office started was someone else's watch.
         self.follower = LogFollower(paths)
-        self.watch = FloorWatch()
+        self.watch = DigestMemory()
 
     def peers(self) -> frozenset[str]:
         # The roster as it is now (a hire joins the floor).

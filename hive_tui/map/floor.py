@@ -24,7 +24,7 @@ from hive_tui.messages import AgentInfo
 Point = tuple[int, int]
 
 
-class Place(StrEnum):
+class Area(StrEnum):
     DESK = "desk"  # the agent's own desk (the manager's is in the manager's office)
     LIBRARY = "library"
     KITCHEN = "kitchen"
@@ -50,7 +50,7 @@ Activity = Literal[
 class Station:
     """Where an avatar stands and what it is doing there."""
 
-    place: Place
+    place: Area
     activity: Activity
     greyed: bool = False  # the agent is not running: draw it faded
 
@@ -101,7 +101,7 @@ class FloorPlan:
     width: int
     height: int
     background: tuple[str, ...]  # exactly `height` strings of exactly `width` cells
-    spots: Mapping[Place, Mapping[str, Spot]]  # place -> agent id -> that agent's spot there
+    spots: Mapping[Area, Mapping[str, Spot]]  # place -> agent id -> that agent's spot there
     desk_cells: Mapping[str, Point]  # the desk beside each seat: shows what its owner does there
     texts: tuple[Text, ...]
     rooms: tuple[Room, ...]
@@ -109,7 +109,7 @@ class FloorPlan:
     manager_id: str | None
     listing: bool  # one line per agent: nobody moves, so the label has to name the place
 
-    def spot(self, agent_id: str, place: Place) -> Spot | None:
+    def spot(self, agent_id: str, place: Area) -> Spot | None:
         return self.spots[place].get(agent_id)
 
 
@@ -128,29 +128,29 @@ def station_for(info: AgentInfo) -> Station:
     stays in its office, where the person looks for it first.
     """
     if info.missing:
-        return Station(Place.DESK, "missing", greyed=True)
+        return Station(Area.DESK, "missing", greyed=True)
     if info.status in ("exited", "archived"):
-        return Station(Place.DESK, "exited", greyed=True)
+        return Station(Area.DESK, "exited", greyed=True)
     if info.status == "disconnected":  # a remote desk whose ssh link is down
-        return Station(Place.DESK, "disconnected", greyed=True)
+        return Station(Area.DESK, "disconnected", greyed=True)
     if info.status == "waiting":
-        return Station(Place.DESK, "waiting")
+        return Station(Area.DESK, "waiting")
     if info.status in ("idle", "offline"):
-        return Station(Place.DESK if info.manager else Place.KITCHEN, "idle")
+        return Station(Area.DESK if info.manager else Area.KITCHEN, "idle")
     if info.status == "running":  # a hookless CLI: its process runs, nothing says more
-        return Station(Place.DESK, "running")
+        return Station(Area.DESK, "running")
     tool = info.last_tool or ""
     if tool in EDIT_TOOLS:
-        return Station(Place.DESK, "typing")
+        return Station(Area.DESK, "typing")
     if tool in SHELL_TOOLS:
-        return Station(Place.DESK, "running")
+        return Station(Area.DESK, "running")
     if tool in READ_TOOLS:
-        return Station(Place.LIBRARY, "reading")
+        return Station(Area.LIBRARY, "reading")
     if tool in WEB_TOOLS:
-        return Station(Place.LIBRARY, "browsing")
+        return Station(Area.LIBRARY, "browsing")
     if tool in BOARD_VERBS:
-        return Station(Place.BOARD, "board")
-    return Station(Place.DESK, "thinking")
+        return Station(Area.BOARD, "board")
+    return Station(Area.DESK, "thinking")
 
 
 # Colours of the xterm 256-colour cube, so tmux's 256-colour mode shows exactly what a
@@ -207,10 +207,10 @@ _TIERS = (
 )
 
 # Shared rooms left to right; each title with shorter forms for narrow rooms.
-_ROOMS: tuple[tuple[Place, tuple[str, ...], str], ...] = (
-    (Place.BOARD, ("Conference", "Board", "B"), "▒"),
-    (Place.LIBRARY, ("Library", "Lib", "L"), "≡"),
-    (Place.KITCHEN, ("Kitchen", "Kit", "K"), "▬"),
+_ROOMS: tuple[tuple[Area, tuple[str, ...], str], ...] = (
+    (Area.BOARD, ("Conference", "Board", "B"), "▒"),
+    (Area.LIBRARY, ("Library", "Lib", "L"), "≡"),
+    (Area.KITCHEN, ("Kitchen", "Kit", "K"), "▬"),
 )
 _MANAGER_TITLES = ("Manager", "Mgr", "M")
 DESK_GLYPH = "▐"
@@ -231,7 +231,7 @@ def _manager(agents: Sequence[AgentInfo]) -> AgentInfo | None:
 
 
 # A room kind: its place (None: the manager's office), titles, prop.
-_Kind = tuple[Place | None, tuple[str, ...], str]
+_Kind = tuple[Area | None, tuple[str, ...], str]
 _OFFICE: _Kind = (None, _MANAGER_TITLES, "")
 
 
@@ -322,7 +322,7 @@ def _floor(
         canvas.hline(0, bottom_y, width)
     texts: list[Text] = []
     rooms: list[Room] = []
-    spots: dict[Place, dict[str, Spot]] = {place: {} for place in Place}
+    spots: dict[Area, dict[str, Spot]] = {place: {} for place in Area}
     desk_cells: dict[str, Point] = {}
 
     def band(xs: list[int], kinds: list[_Kind], y0: int, y1: int, door_y: int) -> None:
@@ -398,20 +398,20 @@ def _seat(
     y: int,
     seat_w: int,
     name_w: int,
-    spots: dict[Place, dict[str, Spot]],
+    spots: dict[Area, dict[str, Spot]],
     desk_cells: dict[str, Point],
     texts: list[Text],
 ) -> None:
     desk_cells[agent.id] = (x, y)
     texts.append(Text(x, y, DESK_GLYPH, "prop"))
-    spots[Place.DESK][agent.id] = Spot(x + 1, y, seat_w)
+    spots[Area.DESK][agent.id] = Spot(x + 1, y, seat_w)
     if name_w:
         texts.append(Text(x + 3, y, agent.name[:name_w], "nameplate"))
 
 
 def _listing(agents: Sequence[AgentInfo], width: int, height: int) -> FloorPlan:
     """One line per agent, in columns when there are more agents than lines."""
-    spots: dict[Place, dict[str, Spot]] = {place: {} for place in Place}
+    spots: dict[Area, dict[str, Spot]] = {place: {} for place in Area}
     if width > 0 and height > 0 and agents:
         columns = math.ceil(len(agents) / height)
         col_w = width // columns
@@ -420,7 +420,7 @@ def _listing(agents: Sequence[AgentInfo], width: int, height: int) -> FloorPlan:
             if col_w < 1:
                 break
             spot = Spot(col * col_w, row, col_w - 1 if col_w > 2 else col_w)
-            for place in Place:
+            for place in Area:
                 spots[place][agent.id] = spot
     manager = _manager(agents)
     return FloorPlan(
@@ -517,7 +517,7 @@ def path_between(
     `at` gives where the agents stand now (default: their desks). Empty if either has no
     place on the plan.
     """
-    where = at if at is not None else {i: s.point for i, s in plan.spots[Place.DESK].items()}
+    where = at if at is not None else {i: s.point for i, s in plan.spots[Area.DESK].items()}
     start, end = where.get(from_id), where.get(to_id)
     if start is None or end is None:
         return []

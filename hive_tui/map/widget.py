@@ -23,8 +23,8 @@ from textual.widget import Widget
 
 from hive_tui.map.floor import (
     DESK_GLYPH,
+    Area,
     FloorPlan,
-    Place,
     Point,
     Spot,
     Station,
@@ -220,7 +220,7 @@ class OfficeMap(Widget, can_focus=True):
             return set()
         spots = (
             self._plan.spot(info.id, station_for(info).place),
-            self._plan.spot(info.id, Place.DESK),
+            self._plan.spot(info.id, Area.DESK),
         )
         return {s.y for s in spots if s is not None}
 
@@ -319,7 +319,7 @@ class OfficeMap(Widget, can_focus=True):
         station = station_for(info)
         colour = GREY if station.greyed else agent_colour(index)
         here = plan.spot(info.id, station.place)
-        desk = plan.spot(info.id, Place.DESK)
+        desk = plan.spot(info.id, Area.DESK)
         seated = here is not None and here == desk and not plan.listing
 
         desk_cell = plan.desk_cells.get(info.id)
@@ -404,7 +404,7 @@ class OfficeMap(Widget, can_focus=True):
         if self._plan is None:
             return None
         plan = self._plan
-        for where in (self.spot_of, lambda aid: plan.spot(aid, Place.DESK)):
+        for where in (self.spot_of, lambda aid: plan.spot(aid, Area.DESK)):
             for aid in self._agents:
                 spot = where(aid)
                 if spot is not None and spot.y == y and spot.x <= x < spot.x + spot.width:

@@ -269,7 +269,7 @@ class TerminalPane(Widget):
     def restore(self, snapshot: bytes) -> None:
         """The office's copy of this terminal (`Emulator.snapshot`, at the pty's size):
         it replaces what the pane had, at that size. The office sends one whenever the
-        pty's size is not the one this pane asked for (hive_core/clients/server.py): a
+        pty's size is not the one this pane asked for (hive_core/clients/client_socket.py): a
         pane larger than its pty (another client shows it smaller) marks the rest."""
         self.emulator.restore(snapshot)
         self._strips.clear()

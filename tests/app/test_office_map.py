@@ -13,8 +13,8 @@ from textual.message import Message
 
 from hive_core.events.decide import decide
 from hive_tui.map.floor import (
+    Area,
     FloorPlan,
-    Place,
     Spot,
     Station,
     agent_colour,
@@ -55,7 +55,7 @@ def test_plan_fits_and_nothing_overlaps(n: int, size: tuple[int, int]) -> None:
     assert len(plan.background) == height
     assert all(len(line) == width and cell_len(line) == width for line in plan.background)
 
-    desks = plan.spots[Place.DESK]
+    desks = plan.spots[Area.DESK]
     assert set(desks) == {a.id for a in agents}
     assert len({s.point for s in desks.values()}) == n
     assert desks[plan.manager_id or ""] is not None
@@ -83,7 +83,7 @@ def test_plan_fits_and_nothing_overlaps(n: int, size: tuple[int, int]) -> None:
         for agent_id, spot in by_agent.items():
             under = plan.background[spot.y][spot.x : spot.x + spot.width]
             expected = " " * spot.width
-            if place is Place.DESK and spot.width > 2:
+            if place is Area.DESK and spot.width > 2:
                 expected = ("  " + by_id[agent_id].name)[: spot.width].ljust(spot.width)
             assert under == expected
 
@@ -91,8 +91,8 @@ def test_plan_fits_and_nothing_overlaps(n: int, size: tuple[int, int]) -> None:
 def test_big_plans_label_avatars_and_small_ones_use_initials() -> None:
     big = plan_floor(roster(8), 120, 40)
     small = plan_floor(roster(15), 40, 12)
-    assert min(s.width for s in big.spots[Place.KITCHEN].values()) >= 8
-    assert max(s.width for s in small.spots[Place.KITCHEN].values()) <= 2
+    assert min(s.width for s in big.spots[Area.KITCHEN].values()) >= 8
+    assert max(s.width for s in small.spots[Area.KITCHEN].values()) <= 2
     for title in ("Manager", "Conference", "Library", "Kitchen"):
         assert title in "".join(big.background)
 
@@ -101,36 +101,36 @@ def test_too_small_falls_back_to_one_line_per_agent() -> None:
     plan = plan_floor(roster(6), 20, 4)
     assert plan.listing
     assert plan.background == (" " * 20,) * 4
-    desks = plan.spots[Place.DESK]
+    desks = plan.spots[Area.DESK]
     assert len({s.point for s in desks.values()}) == 6  # two columns of lines
     assert all(s.x + s.width <= 20 and s.y < 4 for s in desks.values())
     # Nobody moves in a list, so every place is the agent's own line.
-    assert plan.spots[Place.KITCHEN] == desks
+    assert plan.spots[Area.KITCHEN] == desks
 
 
 @pytest.mark.parametrize(
     ("status", "tool", "station"),
     [
-        ("working", "Edit", Station(Place.DESK, "typing")),
-        ("working", "Write", Station(Place.DESK, "typing")),
-        ("working", "MultiEdit", Station(Place.DESK, "typing")),
-        ("working", "NotebookEdit", Station(Place.DESK, "typing")),
-        ("working", "Bash", Station(Place.DESK, "running")),
-        ("working", "Read", Station(Place.LIBRARY, "reading")),
-        ("working", "Grep", Station(Place.LIBRARY, "reading")),
-        ("working", "Glob", Station(Place.LIBRARY, "reading")),
-        ("working", "LS", Station(Place.LIBRARY, "reading")),
-        ("working", "WebFetch", Station(Place.LIBRARY, "browsing")),
-        ("working", "WebSearch", Station(Place.LIBRARY, "browsing")),
-        ("working", "hive board", Station(Place.BOARD, "board")),
-        ("working", "hive task", Station(Place.BOARD, "board")),
-        ("working", "TodoWrite", Station(Place.DESK, "thinking")),
-        ("working", None, Station(Place.DESK, "thinking")),
-        ("idle", "Edit", Station(Place.KITCHEN, "idle")),
-        ("offline", None, Station(Place.KITCHEN, "idle")),
-        ("running", None, Station(Place.DESK, "running")),
-        ("waiting", "Bash", Station(Place.DESK, "waiting")),
-        ("exited", "Read", Station(Place.DESK, "exited", greyed=True)),
+        ("working", "Edit", Station(Area.DESK, "typing")),
+        ("working", "Write", Station(Area.DESK, "typing")),
+        ("working", "MultiEdit", Station(Area.DESK, "typing")),
+        ("working", "NotebookEdit", Station(Area.DESK, "typing")),
+        ("working", "Bash", Station(Area.DESK, "running")),
+        ("working", "Read", Station(Area.LIBRARY, "reading")),
+        ("working", "Grep", Station(Area.LIBRARY, "reading")),
+        ("working", "Glob", Station(Area.LIBRARY, "reading")),
+        ("working", "LS", Station(Area.LIBRARY, "reading")),
+        ("working", "WebFetch", Station(Area.LIBRARY, "browsing")),
+        ("working", "WebSearch", Station(Area.LIBRARY, "browsing")),
+        ("working", "hive board", Station(Area.BOARD, "board")),
+        ("working", "hive task", Station(Area.BOARD, "board")),
+        ("working", "TodoWrite", Station(Area.DESK, "thinking")),
+        ("working", None, Station(Area.DESK, "thinking")),
+        ("idle", "Edit", Station(Area.KITCHEN, "idle")),
+        ("offline", None, Station(Area.KITCHEN, "idle")),
+        ("running", None, Station(Area.DESK, "running")),
+        ("waiting", "Bash", Station(Area.DESK, "waiting")),
+        ("exited", "Read", Station(Area.DESK, "exited", greyed=True)),
     ],
 )
 def test_station_for(status: str, tool: str | None, station: Station) -> None:
@@ -140,13 +140,13 @@ def test_station_for(status: str, tool: str | None, station: Station) -> None:
 @pytest.mark.parametrize(
     ("command", "place"),
     [
-        ("hive board edit --file plan.md", Place.BOARD),
-        ("  hive   task add 'ship it'", Place.BOARD),
-        ("hive send --to jim --act inform --subject x --body y", Place.DESK),
-        ("echo hive board", Place.DESK),
+        ("hive board edit --file plan.md", Area.BOARD),
+        ("  hive   task add 'ship it'", Area.BOARD),
+        ("hive send --to jim --act inform --subject x --body y", Area.DESK),
+        ("echo hive board", Area.DESK),
     ],
 )
-def test_a_board_or_ledger_command_walks_to_the_conference_room(command: str, place: Place) -> None:
+def test_a_board_or_ledger_command_walks_to_the_conference_room(command: str, place: Area) -> None:
     """Through the real decision: what the hook records is what the map reads."""
     outcome = decide(tool("Bash", command=command), MICHAEL, [], OFFICE)
     info = AgentInfo("michael", "Michael", "Manager", status="working", last_tool=outcome.last_tool)
@@ -155,13 +155,13 @@ def test_a_board_or_ledger_command_walks_to_the_conference_room(command: str, pl
 
 def test_station_for_manager_and_missing_cli() -> None:
     idle_manager = AgentInfo("m", "M", "manager", manager=True, status="idle")
-    assert station_for(idle_manager) == Station(Place.DESK, "idle")
+    assert station_for(idle_manager) == Station(Area.DESK, "idle")
     reading_manager = AgentInfo(
         "m", "M", "manager", manager=True, status="working", last_tool="Read"
     )
-    assert station_for(reading_manager).place is Place.LIBRARY
+    assert station_for(reading_manager).place is Area.LIBRARY
     missing = AgentInfo("x", "X", "eng", status="offline", missing="install claude")
-    assert station_for(missing) == Station(Place.DESK, "missing", greyed=True)
+    assert station_for(missing) == Station(Area.DESK, "missing", greyed=True)
 
 
 def test_agent_colours_are_distinct_256_colour_cube_entries() -> None:
@@ -182,12 +182,12 @@ def _assert_walk(plan: FloorPlan, path: list[tuple[int, int]]) -> None:
 @pytest.mark.parametrize("size", SIZES)
 def test_path_between_desks_and_rooms(size: tuple[int, int]) -> None:
     plan = plan_floor(roster(8), *size)
-    desks = plan.spots[Place.DESK]
+    desks = plan.spots[Area.DESK]
     path = path_between(plan, "a0", "a5")
     assert path[0] == desks["a0"].point and path[-1] == desks["a5"].point
     _assert_walk(plan, path)
 
-    at = {"a1": plan.spots[Place.LIBRARY]["a1"].point, "a2": plan.spots[Place.KITCHEN]["a2"].point}
+    at = {"a1": plan.spots[Area.LIBRARY]["a1"].point, "a2": plan.spots[Area.KITCHEN]["a2"].point}
     path = path_between(plan, "a1", "a2", at)
     assert path[0] == at["a1"] and path[-1] == at["a2"]
     _assert_walk(plan, path)
@@ -242,8 +242,8 @@ async def test_update_agent_moves_the_avatar() -> None:
         await pilot.pause()
         plan = office.plan
         assert plan is not None
-        desk = plan.spots[Place.DESK]["b"]
-        kitchen = plan.spots[Place.KITCHEN]["b"]
+        desk = plan.spots[Area.DESK]["b"]
+        kitchen = plan.spots[Area.KITCHEN]["b"]
         assert cell(office, kitchen.x, kitchen.y) == "B"
         assert cell(office, desk.x, desk.y) == " "
 

@@ -20,8 +20,8 @@ from hive_core.schema import Draft, LogEvent
 from hive_tui.app import HiveApp, side_width
 from hive_tui.map.widget import OfficeMap
 from hive_tui.messages import AgentInfo
-from hive_tui.panels.diff import DiffScreen
 from hive_tui.panels.log import LogLines, LogPanel
+from hive_tui.screens.diff import DiffScreen
 from hive_tui.screens.help import HelpScreen
 from hive_tui.terminal.pane import TerminalPane
 from tests.app.test_app import _roster

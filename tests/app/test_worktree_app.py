@@ -15,7 +15,7 @@ from hive_core.hive import init_office
 from hive_core.office import Office
 from hive_core.paths import HivePaths
 from hive_tui.app import HiveApp
-from hive_tui.panels.diff import DiffScreen
+from hive_tui.screens.diff import DiffScreen
 from tests.e2e.test_worktree import make_repo
 from tests.support import office_of, until
 

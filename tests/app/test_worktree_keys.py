@@ -20,8 +20,8 @@ from hive_core.paths import HivePaths
 from hive_tui.app import HiveApp
 from hive_tui.link import LocalLink
 from hive_tui.map.widget import OfficeMap
-from hive_tui.panels.diff import DiffScreen
 from hive_tui.screens.confirm import ConfirmScreen
+from hive_tui.screens.diff import DiffScreen
 from tests.e2e.test_worktree import git, make_repo
 from tests.support import office_of, until
 

@@ -13,7 +13,7 @@ import pytest
 from hive_core.agents.usage import Tokens
 from hive_core.cost import PRICES, cost_of, price_of
 from hive_core.demo.scripted_model import ScriptedModel, bash, has_tool_result, turn, user_says
-from hive_core.demo.scripted_model.server import Usage, build_message
+from hive_core.demo.scripted_model.anthropic import Usage, build_message
 from tests.claude_office import AGENTS, CLAUDE, ClaudeOffice, make_claude_office, serving
 from tests.support import wait_for
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from hive_core.mail import iter_inbox
 from hive_core.schema import MailItem, Message
-from hive_core.team.digest import FloorWatch, Routed, compose, digest_notice, fold
+from hive_core.team.digest import DigestMemory, Routed, compose, digest_notice, fold
 from hive_core.team.wake import WakeMemory, WakeView, decide_wake
 from tests.serve_support import ServedOffice
 from tests.support import wait_for
@@ -142,7 +142,7 @@ def routed(mid: str, sender: str, to: str, act: str = "inform", conv: str | None
 
 def test_fold_and_compose_say_news_once() -> None:
     watch = fold(
-        FloorWatch(),
+        DigestMemory(),
         [
             routed("r1", "jim", "pam", "request"),
             routed("a1", "pam", "jim", conv="r1", at=5),

@@ -28,6 +28,7 @@ import pytest
 
 from hive_core.agents.gemini import DEFAULTS, with_defaults
 from hive_core.demo.scripted_model import ToolUse, Turn, turn
+from hive_core.demo.scripted_model.anthropic import RecordedRequest
 from hive_core.demo.scripted_model.gemini import (
     CACHED_TOKENS,
     OUTPUT_TOKENS,
@@ -41,7 +42,6 @@ from hive_core.demo.scripted_model.gemini import (
     tool_result_says,
     user_says,
 )
-from hive_core.demo.scripted_model.server import RecordedRequest
 from tests.e2e.test_ci_logs import REPO, FakeGh
 from tests.gemini_office import API_KEY, BIN, GEMINI, GeminiFloor, make_gemini_floor
 from tests.support import short_dir, wait_for

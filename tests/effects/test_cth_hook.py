@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import cth_hook.__main__ as shim
-from hive_core.events.server import HookServer
+from hive_core.events.hook_socket import HookServer
 from hive_core.schema import HOOK_FRAME_MAX, HookReply
 
 SHIM_FILE = Path(shim.__file__)

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from hive_core import control
 from hive_core.control import REQUEST_MAX, ControlServer
-from hive_core.events.server import EVENT_DEPTH_MAX, HookServer, nested_deeper
+from hive_core.events.hook_socket import EVENT_DEPTH_MAX, HookServer, nested_deeper
 from hive_core.events.unread import UnreadIndex
 from hive_core.hive import REGISTRY_FILE_MAX, init_office, read_registry
 from hive_core.mail import mark_done, message_names, write_draft

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hive_core.clients.client_socket import admit, pane_sizes, resync_order
 from hive_core.clients.protocol import (
     MAX_FRAME,
     PROTOCOL_VERSION,
@@ -41,7 +42,6 @@ from hive_core.clients.protocol import (
     office_reader,
     version_refusal,
 )
-from hive_core.clients.server import admit, pane_sizes, resync_order
 from hive_core.control import Peer
 from hive_core.cost import Sum
 from hive_core.health import Problem

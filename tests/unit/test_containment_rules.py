@@ -11,7 +11,7 @@ import pytest
 
 from hive_core.actions import ACTIONS, PersonAction
 from hive_core.caller import CallerError, require_person
-from hive_core.clients.server import admit
+from hive_core.clients.client_socket import admit
 from hive_core.control import Attributed, Here, Peer, attribute, decide_call, decide_whoami
 from hive_core.desks.state import AgentState, AgentStates
 from hive_core.desks.strays import Proc, agents_born, below, strays_among

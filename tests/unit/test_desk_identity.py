@@ -7,7 +7,7 @@ from pathlib import Path
 
 from hive_core.control import decide_desk
 from hive_core.desks.state import AgentState
-from hive_core.events.server import desk_refusal
+from hive_core.events.hook_socket import desk_refusal
 from hive_core.remote.relay import child_env, exit_code, hive_command
 from hive_core.schema import AgentSpec, ControlRequest
 

@@ -12,6 +12,7 @@ with ScriptedModel(scenario) as model:
     model.wait_for(lambda r: r.turn == 1)
 """
 
+from hive_core.demo.scripted_model.anthropic import RecordedRequest, ScriptedModel
 from hive_core.demo.scripted_model.scenario import (
     ApiError,
     Block,
@@ -31,7 +32,6 @@ from hive_core.demo.scripted_model.scenario import (
     turn,
     user_says,
 )
-from hive_core.demo.scripted_model.server import RecordedRequest, ScriptedModel
 
 __all__ = [
     "ApiError",

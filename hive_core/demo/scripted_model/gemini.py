@@ -28,6 +28,7 @@ from typing import Any
 
 import msgspec
 
+from hive_core.demo.scripted_model.anthropic import RecordedRequest, RecordingHandler, ScriptedModel
 from hive_core.demo.scripted_model.scenario import (
     Predicate,
     Request,
@@ -35,7 +36,6 @@ from hive_core.demo.scripted_model.scenario import (
     ToolUse,
     Turn,
 )
-from hive_core.demo.scripted_model.server import RecordedRequest, RecordingHandler, ScriptedModel
 
 # Tokens the stand-in reports per call (usageMetadata): fixed, so a test can tell the
 # CLI's own records of them from anything estimated.

@@ -30,6 +30,7 @@ from typing import Any
 
 import msgspec
 
+from hive_core.demo.scripted_model.anthropic import RecordedRequest, RecordingHandler, ScriptedModel
 from hive_core.demo.scripted_model.scenario import (
     Predicate,
     Request,
@@ -38,7 +39,6 @@ from hive_core.demo.scripted_model.scenario import (
     ToolUse,
     Turn,
 )
-from hive_core.demo.scripted_model.server import RecordedRequest, RecordingHandler, ScriptedModel
 
 # Codex 0.169's shell tool for the gpt-5.1-codex family (`exec_command`: one command
 # line run in a PTY in the session's folder). Its default model (gpt-6.1-sol) offers only

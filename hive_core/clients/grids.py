@@ -15,10 +15,10 @@ from hive_core.desks.supervisor import Supervisor
 from hive_core.terminal.emulator import GhosttyEmulator
 
 
-class Screens:
+class PaneGrids:
     def __init__(self, supervisor: Supervisor) -> None:
         self._supervisor = supervisor
-        self._screens: dict[str, GhosttyEmulator] = {}
+        self._grids: dict[str, GhosttyEmulator] = {}
 
     def size(self, agent_id: str) -> tuple[int, int]:
         """The agent's pty size (rows, cols), also before it started."""
@@ -27,9 +27,9 @@ class Screens:
 
     def screen(self, agent_id: str) -> GhosttyEmulator:
         rows, cols = self.size(agent_id)
-        screen = self._screens.get(agent_id)
+        screen = self._grids.get(agent_id)
         if screen is None:
-            screen = self._screens[agent_id] = GhosttyEmulator(rows, cols)
+            screen = self._grids[agent_id] = GhosttyEmulator(rows, cols)
         else:
             screen.resize(rows, cols)  # a no-op when it has not changed
         return screen

@@ -35,6 +35,7 @@ from pathlib import Path
 import msgspec
 
 from hive_core import listen
+from hive_core.clients.grids import PaneGrids
 from hive_core.clients.protocol import (
     Action,
     ActionReply,
@@ -60,7 +61,6 @@ from hive_core.clients.protocol import (
     encode,
     version_refusal,
 )
-from hive_core.clients.screens import Screens
 from hive_core.conncap import ConnectionCap
 from hive_core.control import STRAY, Here, Peer, ancestry, attribute
 from hive_core.cost import Sum
@@ -217,7 +217,7 @@ class ClientServer:
         *,
         states: AgentStates,
         supervisor: Supervisor,
-        screens: Screens,
+        grids: PaneGrids,
         perform: Callable[[ControlRequest], Awaitable[ControlReply]],
         welcome: Callable[[], Welcome],
         problems: Callable[[], list[Problem]],
@@ -228,7 +228,7 @@ class ClientServer:
         self._clients_file = clients_file
         self._states = states
         self._supervisor = supervisor
-        self._screens = screens
+        self._grids = grids
         self._perform = perform
         self._welcome = welcome
         self._problems = problems
@@ -396,7 +396,7 @@ class ClientServer:
         client.visible = {a: sizes[a] for a in agents if a in sizes and a in self._states}
         self._apply_sizes(touched)
         # Shown larger than its pty (another client shows it smaller): the pty's size.
-        shown_larger = {a for a, size in client.visible.items() if self._screens.size(a) != size}
+        shown_larger = {a for a, size in client.visible.items() if self._grids.size(a) != size}
         if shown_larger:
             client.stale |= shown_larger
             self.resync(client)
@@ -404,7 +404,7 @@ class ClientServer:
     def _apply_sizes(self, agents: Iterable[str]) -> None:
         wanted = pane_sizes((c.visible for c in self._clients), agents)
         for agent_id, (rows, cols) in wanted.items():
-            if self._screens.size(agent_id) != (rows, cols):
+            if self._grids.size(agent_id) != (rows, cols):
                 self._supervisor.resize(rows, cols, agent_id)
                 # Every client showing it follows the pty's new size.
                 for client in list(self._clients):
@@ -420,7 +420,7 @@ class ClientServer:
             if client.behind or client.closed:
                 return
             client.stale.discard(agent_id)
-            rows, cols, data = self._screens.snapshot(agent_id)
+            rows, cols, data = self._grids.snapshot(agent_id)
             client.send(Snapshot(agent=agent_id, rows=rows, cols=cols, data=data))
 
     def _resync_soon(self, client: _Client) -> None:
@@ -434,7 +434,7 @@ class ClientServer:
             client.stale.clear()  # panes of agents the office no longer has
             return
         client.stale.discard(agent_id)
-        rows, cols, data = self._screens.snapshot(agent_id)
+        rows, cols, data = self._grids.snapshot(agent_id)
         client.send(Snapshot(agent=agent_id, rows=rows, cols=cols, data=data))
         asyncio.get_running_loop().call_soon(self._resync_soon, client)
 
@@ -474,7 +474,7 @@ class ClientServer:
 
     def output(self, agent_id: str, data: bytes) -> None:
         """A supervisor sink: the office's screen first, then every client."""
-        self._screens.feed(agent_id, data)
+        self._grids.feed(agent_id, data)
         if self._clients:
             frame = encode(Output(agent=agent_id, data=data))
             for client in list(self._clients):
@@ -495,7 +495,7 @@ class ClientServer:
         if not exited and self._exited.get(state.id, False):
             # Started again: a client showing it larger takes the pty's size anew (its
             # pane kept the last child's screen at its own size).
-            pty = self._screens.size(state.id)
+            pty = self._grids.size(state.id)
             for client in list(self._clients):
                 if client.visible.get(state.id, pty) != pty:
                     client.stale.add(state.id)
