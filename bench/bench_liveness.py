@@ -62,7 +62,7 @@ from typing import Any
 from figures import figure
 
 from hive_core.demo.office import AGENTS, apply_env, claim_demo_home, start_demo
-from hive_core.events.decide import digest
+from hive_core.events.policy import digest
 from hive_core.office import Office, office_lock
 from hive_core.paths import HivePaths
 

@@ -24,8 +24,8 @@ from hive_core.config import load_office
 from hive_core.hive import init_office
 from hive_core.mail import write_draft
 from hive_core.paths import HivePaths
-from hive_core.routing.decide import Floor
 from hive_core.routing.router import Router
+from hive_core.routing.rules import RouteRoster
 from hive_core.routing.trust import Detector, find_injection
 from hive_core.schema import Draft
 
@@ -44,7 +44,7 @@ def pass_per_message(root: Path, detector: Detector, messages: int) -> float:
     paths = HivePaths(root / "home")
     init_office(paths)
     floor = dataclasses.replace(
-        Floor.from_config(load_office(paths.office_toml)), injection=detector
+        RouteRoster.from_config(load_office(paths.office_toml)), injection=detector
     )
     router = Router(paths, floor, fsync=False)
     for i in range(messages):

@@ -156,12 +156,12 @@ def load_office(path: Path) -> OfficeConfig:
     return config
 
 
-Problem = tuple[str, str | None, str | None, str]  # (table, index, key, reason)
+ConfigProblem = tuple[str, str | None, str | None, str]  # (table, index, key, reason)
 
 
-def check_office(config: OfficeConfig) -> list[Problem]:
+def check_office(config: OfficeConfig) -> list[ConfigProblem]:
     """Rules msgspec types cannot say, each pointing at the table entry it is about."""
-    problems: list[Problem] = []
+    problems: list[ConfigProblem] = []
     seen: set[str] = set()
     for i, spec in enumerate(config.agents):
         if not is_agent_id(spec.id):

@@ -124,7 +124,7 @@ class HivePaths(NamedTuple):
 
     def settings_file(self, agent_id: str, suffix: str = ".json") -> Path:
         """A file the office writes for one agent's CLI (Claude's settings, its MCP
-        config: `.mcp.json`); agents never write here (events/decide.py)."""
+        config: `.mcp.json`); agents never write here (events/policy.py)."""
         return self.agent_settings / f"{agent_id}{suffix}"
 
     def provider_home(self, provider: str, agent_id: str) -> Path:
@@ -140,7 +140,7 @@ class HivePaths(NamedTuple):
     def locked(self, hook_program: Path) -> tuple[Path, ...]:
         """What no agent may change, for the CLIs' own deny rules (agents/claude.py), which
         hold even if a hook goes unanswered: the office's files and folders that the hook
-        policy locks (events/decide.py `_LOCKED`, the home itself aside) and the hook
+        policy locks (events/policy.py `_LOCKED`, the home itself aside) and the hook
         program."""
         return (
             self.office_toml,

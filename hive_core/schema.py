@@ -58,9 +58,9 @@ Act = Literal["request", "inform", "propose", "query", "agree", "refuse", "done"
 ACTS: tuple[Act, ...] = get_args(Act)
 REPLY_OBLIGING_ACTS = frozenset({"request", "query", "propose"})
 
-# The agent CLIs office.toml may name; agents/providers.py has one Provider for each.
-Provider = Literal["claude", "codex", "gemini", "shell"]
-PROVIDER_NAMES: tuple[Provider, ...] = get_args(Provider)
+# The agent CLIs office.toml may name; agents/providers.py has one Provider (agents/provider.py) for each.
+ProviderName = Literal["claude", "codex", "gemini", "shell"]
+PROVIDER_NAMES: tuple[ProviderName, ...] = get_args(ProviderName)
 
 
 # --- messages -------------------------------------------------------------------------
@@ -183,7 +183,7 @@ class AgentSpec(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     id: str
     name: str
     role: str = ""
-    provider: Provider = "claude"
+    provider: ProviderName = "claude"
     cwd: str = "~"
     command: list[str] | None = None
     env: dict[str, str] = {}
@@ -247,7 +247,7 @@ class RegistryEntry(msgspec.Struct, kw_only=True):
     id: str
     name: str
     role: str
-    provider: Provider
+    provider: ProviderName
     manager: bool = False
     web: bool = False
     send_only: bool = False
@@ -451,7 +451,7 @@ class ControlReply(msgspec.Struct, kw_only=True):
 
 class MailItem(msgspec.Struct, frozen=True, kw_only=True):
     """An unread message as its reader is told of it: the hook's digest
-    (events/decide.py), the wake line (team/wake.py), a hookless pane's title."""
+    (events/policy.py), the wake line (team/wake.py), a hookless pane's title."""
 
     id: str  # the file's name without .json: what `hive done` takes
     sender: str

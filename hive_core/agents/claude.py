@@ -47,8 +47,7 @@ from hive_core.agents.provider import (
 from hive_core.agents.usage import UsageSource, claude_files, claude_parser
 from hive_core.fsio import READ_ONLY_MODE, atomic_write
 from hive_core.paths import HivePaths
-from hive_core.schema import AgentSpec
-from hive_core.schema import Provider as ProviderName
+from hive_core.schema import AgentSpec, ProviderName
 
 # The `hive` CLI and its MCP tools are how agents coordinate; they must never wait on a
 # permission prompt. `mcp__hive` allows every tool of the server named hive (2.1.197).

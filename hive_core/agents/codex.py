@@ -96,8 +96,7 @@ from hive_core.agents.provider import (
 from hive_core.agents.usage import UsageSource, codex_files, codex_parser
 from hive_core.fsio import READ_ONLY_MODE, UnsafeFile, atomic_write, read_regular
 from hive_core.paths import HivePaths
-from hive_core.schema import AgentSpec
-from hive_core.schema import Provider as ProviderName
+from hive_core.schema import AgentSpec, ProviderName
 
 # (Codex clamps SessionEnd's hook to 3 s on its own, whatever HOOK_TIMEOUT_S says.)
 BYPASS_HOOK_TRUST = "--dangerously-bypass-hook-trust"

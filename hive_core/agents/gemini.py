@@ -89,8 +89,7 @@ from hive_core.agents.provider import (
 from hive_core.agents.usage import LineParser, Tokens, UsageRecord, UsageSource
 from hive_core.fsio import READ_ONLY_MODE, UnsafeFile, atomic_write, read_regular
 from hive_core.paths import HivePaths
-from hive_core.schema import AgentSpec
-from hive_core.schema import Provider as ProviderName
+from hive_core.schema import AgentSpec, ProviderName
 
 HOOK_NAME = "hive-office"
 HOME_VAR = "GEMINI_CLI_HOME"

@@ -20,8 +20,7 @@ import msgspec
 import cth_hook
 from hive_core.agents.usage import UsageSource
 from hive_core.paths import HivePaths
-from hive_core.schema import AgentSpec
-from hive_core.schema import Provider as ProviderName
+from hive_core.schema import AgentSpec, ProviderName
 
 # The office's event names (Claude Code's); other providers' events are mapped onto them.
 EventName = Literal[

@@ -17,8 +17,7 @@ from hive_core.agents.provider import (
     office_env,
 )
 from hive_core.paths import HivePaths
-from hive_core.schema import AgentSpec
-from hive_core.schema import Provider as ProviderName
+from hive_core.schema import AgentSpec, ProviderName
 
 DEFAULT_SHELL = "/bin/bash"
 

@@ -1,2 +1,2 @@
-"""The event plane: hook frames in, decisions out (decide.py pure, plane.py effects,
+"""The event plane: hook frames in, decisions out (policy.py pure, plane.py effects,
 server.py the socket)."""

@@ -20,7 +20,7 @@ import msgspec
 import cth_hook
 from hive_core.agents.provider import Provider
 from hive_core.desks.state import AgentStates
-from hive_core.events.decide import AgentView, OfficeFacts, decide
+from hive_core.events.policy import AgentView, OfficeFacts, decide
 from hive_core.events.unread import UnreadIndex
 from hive_core.fsio import append_line
 from hive_core.ids import utc_now_iso

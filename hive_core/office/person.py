@@ -35,8 +35,8 @@ from hive_core.office.explained import StatusKeeper
 from hive_core.office.registry import RegistryPublisher
 from hive_core.office.routes import RouteDriver
 from hive_core.paths import HivePaths
-from hive_core.routing.decide import Floor
 from hive_core.routing.router import Router
+from hive_core.routing.rules import RouteRoster
 from hive_core.schema import (
     BODY_MAX,
     HUMAN,
@@ -173,7 +173,7 @@ class Person:
     def refloor(self) -> None:
         """The router's floor as the desks are now (an archive or a spawn changed it)."""
         archived = frozenset(s.id for s in self.states.values() if s.status == "archived")
-        self.router.floor = Floor.from_config(self.config, archived)
+        self.router.roster = RouteRoster.from_config(self.config, archived)
 
     async def answer(self, message: Message, text: str) -> list[str]:
         """The person's answer to an escalation: recorded on the task's open question
@@ -189,7 +189,7 @@ class Person:
         the floor to read it) and the manager, once each."""
         manager = self.config.office.manager
         asker = message.sender
-        return [asker, manager] if asker in self.router.floor.receivers - {manager} else [manager]
+        return [asker, manager] if asker in self.router.roster.receivers - {manager} else [manager]
 
     def _write_answer(self, message: Message, text: str) -> list[str]:
         human = self.paths.mailbox(HUMAN)

@@ -52,8 +52,8 @@ from hive_core.office.semantic import SemanticMemory
 from hive_core.office.verbs import Program, Verbs
 from hive_core.paths import HivePaths
 from hive_core.remote.relay import Relay
-from hive_core.routing.decide import Floor, router_notice
 from hive_core.routing.router import Router, RouteStats
+from hive_core.routing.rules import RouteRoster, router_notice
 from hive_core.schema import HUMAN, ROUTER, AgentSpec, LogEvent, OfficeConfig, Registry
 from hive_core.team.digest import DigestWatch
 from hive_core.team.escalations import PromptTeller
@@ -116,7 +116,7 @@ class Office:
         previous = read_registry(paths)
         known = {e.id: e for e in previous.agents} if previous else {}
         archived = frozenset(i for i, e in known.items() if e.status == "archived")
-        self.router = Router(paths, Floor.from_config(config, archived))
+        self.router = Router(paths, RouteRoster.from_config(config, archived))
         self.states = states = AgentStates(
             AgentState(
                 spec=spec,

@@ -1,2 +1,2 @@
-"""Mail routing: each message delivered exactly once (decide.py pure, router.py its
+"""Mail routing: each message delivered exactly once (rules.py pure, router.py its
 effects) and the trust layer's search for injected instructions (trust.py)."""

@@ -74,12 +74,12 @@ from hive_core.hive import mailbox_folders
 from hive_core.ids import is_message_id, new_message_id, utc_now_iso
 from hive_core.mail import find_message
 from hive_core.paths import HivePaths
-from hive_core.routing.decide import (
+from hive_core.routing.rules import (
     QUARANTINE_HASH_MAX,
-    Floor,
     Oversize,
     Rejection,
     RoutePlan,
+    RouteRoster,
     check_size,
     clean_line,
     display_name,
@@ -245,13 +245,13 @@ class Router:
     def __init__(
         self,
         paths: HivePaths,
-        floor: Floor,
+        roster: RouteRoster,
         *,
         on_change: Callable[[RouteStats], None] | None = None,
         fsync: bool = True,
     ) -> None:
         self.paths = paths
-        self.floor = floor
+        self.roster = roster
         self.fsync = fsync
         self.on_change = on_change
         # Files that failed to parse while young: retried after WRITE_GRACE_S.
@@ -267,7 +267,7 @@ class Router:
     # --- entry points ---------------------------------------------------------------
 
     def senders(self) -> list[str]:
-        return sorted(self.floor.senders())
+        return sorted(self.roster.senders())
 
     def recover(self) -> RouteStats:
         """At start-up: sweep the temp files a crash left in folders only the office
@@ -300,7 +300,7 @@ class Router:
 
     def scan(self, who: str) -> RouteStats:
         def body(stats: RouteStats) -> None:
-            if who in self.floor.senders():
+            if who in self.roster.senders():
                 self._for_sender(who, stats, self._scan)
 
         return self._pass(body)
@@ -622,7 +622,7 @@ class Router:
         parent: HopRecord | None = None
         if draft.in_reply_to is not None:
             parent = self._parent(who, draft.in_reply_to)
-        return plan_route(draft, msg_id=msg_id, sender=who, parent=parent, floor=self.floor)
+        return plan_route(draft, msg_id=msg_id, sender=who, parent=parent, roster=self.roster)
 
     def _parent(self, who: str, parent_id: str) -> HopRecord | None:
         """What a reply inherits: the office's record of the parent, if `who` received or

@@ -24,7 +24,7 @@ import msgspec
 from hive_core.ids import new_message_id
 from hive_core.logfile import LogFollower
 from hive_core.paths import HivePaths
-from hive_core.routing.decide import router_notice
+from hive_core.routing.rules import router_notice
 from hive_core.schema import REPLY_OBLIGING_ACTS, HopRecord, LogEvent, Message, OfficeConfig
 from hive_core.team.wake import QUIET_SUFFIX
 from hive_core.text import one_line
@@ -121,7 +121,7 @@ def compose(watch: DigestMemory, now: datetime, open_after_s: float) -> tuple[st
     if not watch.counts and not newly:
         return None, after
     total = sum(watch.counts.values())
-    lines = [f"Floor traffic since the last digest: {total} message{'s' if total != 1 else ''}."]
+    lines = [f"RouteRoster traffic since the last digest: {total} message{'s' if total != 1 else ''}."]
     for (sender, recipient), n in sorted(watch.counts.items(), key=lambda kv: (-kv[1], kv[0])):
         lines.append(f"- {sender} -> {recipient}: {n}")
     questions = [w for w in overdue if w.act == "query"]
@@ -149,7 +149,7 @@ def compose(watch: DigestMemory, now: datetime, open_after_s: float) -> tuple[st
 def digest_notice(manager: str, text: str) -> Message:
     """The digest as office mail; its id tells the wake path not to nudge for it."""
     notice_id = f"{new_message_id()}{QUIET_SUFFIX}"
-    return router_notice(notice_id, manager, "Floor digest", text)
+    return router_notice(notice_id, manager, "RouteRoster digest", text)
 
 
 class DigestWatch:

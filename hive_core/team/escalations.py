@@ -21,7 +21,7 @@ from collections.abc import Callable, Collection, Iterable
 
 from hive_core.desks.state import AgentState
 from hive_core.ids import new_message_id
-from hive_core.routing.decide import router_notice
+from hive_core.routing.rules import router_notice
 from hive_core.schema import HUMAN, SUBJECT_MAX, Message, OfficeConfig, Task
 
 # Message ids start with a timestamp, so nothing the router made starts with this.

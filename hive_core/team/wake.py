@@ -1,6 +1,6 @@
 """The wake path: nudge an idle agent holding mail that nothing else will make it read.
 
-The Stop drain (events/decide.py) hands mail to an agent at the end of a turn. Mail
+The Stop drain (events/policy.py) hands mail to an agent at the end of a turn. Mail
 that arrives while the agent sits at its prompt, or that the drain held back (paused,
 the person typing), reaches nobody until something starts a turn. The watchdog types
 one short line into that agent's terminal to start it.

@@ -15,7 +15,7 @@ import msgspec
 from hive_core.ids import new_message_id
 from hive_core.paths import HivePaths
 from hive_core.remote.launch import LinkFailed
-from hive_core.routing.decide import router_notice
+from hive_core.routing.rules import router_notice
 from hive_core.schema import AgentSpec, Message, OfficeConfig
 from hive_core.worktrees.git import (
     HostUnreachable,

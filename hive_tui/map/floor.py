@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal
 
-from hive_core.events.decide import BOARD_VERBS, WEB_TOOLS
+from hive_core.events.policy import BOARD_VERBS, WEB_TOOLS
 from hive_tui.messages import AgentInfo
 
 Point = tuple[int, int]
@@ -121,7 +121,7 @@ READ_TOOLS = frozenset({"Read", "Grep", "Glob", "LS", "NotebookRead"})
 def station_for(info: AgentInfo) -> Station:
     """Map status and last tool to a station.
 
-    A `hive board` / `hive task` call is recorded as that verb (events.decide's
+    A `hive board` / `hive task` call is recorded as that verb (events.policy's
     tool_activity), which sends the avatar to the conference room.
 
     The manager works like everyone else but is never sent to the kitchen: when idle it

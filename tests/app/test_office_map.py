@@ -11,7 +11,7 @@ from rich.cells import cell_len
 from textual.app import App, ComposeResult
 from textual.message import Message
 
-from hive_core.events.decide import decide
+from hive_core.events.policy import decide
 from hive_tui.map.floor import (
     Area,
     FloorPlan,

@@ -20,7 +20,7 @@ from hive_core.agents.codex import CodexProvider
 from hive_core.agents.gemini import GeminiProvider
 from hive_core.agents.provider import CanonicalEvent, HookDecision
 from hive_core.ci import rewrite_command
-from hive_core.events.decide import ci_log_rewrite
+from hive_core.events.policy import ci_log_rewrite
 from hive_core.memory.entry import Entry, entry_id
 from hive_core.memory.store import open_store
 from hive_core.paths import HivePaths

@@ -26,7 +26,7 @@ class Done(NamedTuple):
     err: str
 
 
-class Floor(NamedTuple):
+class RouteRoster(NamedTuple):
     home: Path
     repo: Path
     tree: Path  # pam's worktree of the repository
@@ -61,7 +61,7 @@ def git(*args: str, cwd: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def floor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Floor]:
+def floor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RouteRoster]:
     root = Path(os.path.realpath(tmp_path_factory.mktemp("leases")))
     repo = root / "repo"
     for name in ("src/a.py", "src/b.py", "docs/x.md", "lib/c.py", "lib/d.py", "tools/t.py"):
@@ -73,7 +73,7 @@ def floor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Floor]:
     tree = root / "trees" / "pam"
     git("worktree", "add", "-q", "-b", "hive/pam", str(tree), cwd=repo)
     home = root / "home"
-    floor = Floor(home, repo, tree)
+    floor = RouteRoster(home, repo, tree)
     init = floor.run("hive-office", "init", "--home", str(home))
     assert init.rc == 0, init.err
     serve = subprocess.Popen(
@@ -88,7 +88,7 @@ def floor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Floor]:
     serve.wait(timeout=60)
 
 
-def test_a_held_path_is_refused_to_another_agent_in_its_own_worktree(floor: Floor) -> None:
+def test_a_held_path_is_refused_to_another_agent_in_its_own_worktree(floor: RouteRoster) -> None:
     taken = floor.run("hive", "lease", "src/a.py", "--reason", "parser", agent="jim")
     assert taken.rc == 0, taken.err
     assert taken.out.startswith(f"leased src/a.py in {floor.repo} until ")
@@ -111,7 +111,7 @@ def test_a_held_path_is_refused_to_another_agent_in_its_own_worktree(floor: Floo
     assert ("pam", "docs") not in {(lease["holder"], lease["path"]) for lease in floor.live()}
 
 
-def test_the_manager_and_the_person_break_leases_others_may_not(floor: Floor) -> None:
+def test_the_manager_and_the_person_break_leases_others_may_not(floor: RouteRoster) -> None:
     assert floor.run("hive", "lease", "lib/c.py", "lib/d.py", agent="jim").rc == 0
     refused = floor.run("hive", "lease", "break", "lib/c.py", agent="pam")
     assert refused.rc == 1 and "only the manager (michael) or the person" in refused.err
@@ -123,7 +123,7 @@ def test_the_manager_and_the_person_break_leases_others_may_not(floor: Floor) ->
     assert not paths & {"lib/c.py", "lib/d.py"}
 
 
-def test_a_lease_ends_with_its_task_and_expires(floor: Floor) -> None:
+def test_a_lease_ends_with_its_task_and_expires(floor: RouteRoster) -> None:
     for args in (
         ("add", "Tools", "--assignee", "pete"),
         ("update", "t1", "--status", "doing"),
@@ -142,13 +142,13 @@ def test_a_lease_ends_with_its_task_and_expires(floor: Floor) -> None:
     assert floor.run("hive", "lease", "tools/t.py", agent="pam").rc == 0
 
 
-def test_bad_input_is_a_usage_error(floor: Floor) -> None:
+def test_bad_input_is_a_usage_error(floor: RouteRoster) -> None:
     for args in (("lease",), ("lease", "x", "--ttl", "2d"), ("lease", "list", "x")):
         done = floor.run("hive", *args, agent="jim")
         assert done.rc == 2, done
 
 
-def test_the_lease_file_is_in_the_hives_history(floor: Floor) -> None:
+def test_the_lease_file_is_in_the_hives_history(floor: RouteRoster) -> None:
     hive = floor.home / "hive"
     assert floor.run("hive", "lease", "src/b.py", agent="jim").rc == 0
     wait_for(
@@ -161,7 +161,7 @@ def test_the_lease_file_is_in_the_hives_history(floor: Floor) -> None:
     )
 
 
-def test_archiving_an_agent_releases_its_leases(floor: Floor) -> None:
+def test_archiving_an_agent_releases_its_leases(floor: RouteRoster) -> None:
     assert floor.run("hive", "lease", "src/b.py", agent="jim").rc == 0
     assert floor.run("hive", "lease", "src/b.py", agent="pam").rc == 1
     archived = floor.run("hive-office", "archive", "jim")

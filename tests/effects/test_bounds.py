@@ -26,7 +26,7 @@ from hive_core.hive import init_office
 from hive_core.memory import open_store, sources
 from hive_core.memory.tidy import tidy
 from hive_core.paths import HivePaths
-from hive_core.routing import decide
+from hive_core.routing import rules as decide
 from hive_core.schema import MESSAGE_FILE_MAX, ControlRequest
 from tests.conftest import Running
 from tests.e2e.test_git_damage import Health, doctor

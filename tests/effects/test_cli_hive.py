@@ -23,7 +23,7 @@ from hive_core.fsio import append_line
 from hive_core.hive import init_office, read_registry, write_registry
 from hive_core.ids import created_at_of, new_message_id
 from hive_core.paths import HivePaths
-from hive_core.routing import decide
+from hive_core.routing import rules as decide
 from hive_core.schema import (
     BODY_MAX,
     SUBJECT_MAX,

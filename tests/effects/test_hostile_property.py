@@ -18,8 +18,8 @@ from hive_core.config import load_office
 from hive_core.hive import init_office
 from hive_core.mail import iter_inbox, write_draft
 from hive_core.paths import HivePaths
-from hive_core.routing.decide import Floor
 from hive_core.routing.router import Router
+from hive_core.routing.rules import RouteRoster
 from hive_core.schema import Draft
 from tests.conftest import Running
 
@@ -58,7 +58,7 @@ def hive() -> Iterator[HivePaths]:
 
 
 def _router(paths: HivePaths) -> Router:
-    return Router(paths, Floor.from_config(load_office(paths.office_toml)), fsync=False)
+    return Router(paths, RouteRoster.from_config(load_office(paths.office_toml)), fsync=False)
 
 
 @settings(

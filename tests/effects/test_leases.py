@@ -14,7 +14,7 @@ import msgspec
 import pytest
 
 from hive_core.agents.provider import CanonicalEvent
-from hive_core.events.decide import AgentView, OfficeFacts, decide
+from hive_core.events.policy import AgentView, OfficeFacts, decide
 from hive_core.team import leases
 from hive_core.team.leases import Lease, LeaseRefused, Repositories
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import cth_hook
 from hive_core.agents.claude import ClaudeProvider
 from hive_core.agents.provider import CanonicalEvent, LaunchContext
-from hive_core.events.decide import AgentView, OfficeFacts, decide
+from hive_core.events.policy import AgentView, OfficeFacts, decide
 from hive_core.events.shellwords import commands, program
 from hive_core.paths import HivePaths
 from hive_core.schema import AgentSpec

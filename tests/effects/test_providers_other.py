@@ -47,8 +47,7 @@ from hive_core.agents.provider import (
 )
 from hive_core.agents.shell import ShellProvider
 from hive_core.paths import HivePaths
-from hive_core.schema import AgentSpec
-from hive_core.schema import Provider as ProviderName
+from hive_core.schema import AgentSpec, ProviderName
 
 HOOK_COMMAND = ["/abs/python", "-I", "-S", "/abs/cth_hook/__main__.py"]
 HIVE_VARS = ("HIVE_HOME", "HIVE_AGENT_ID", "HIVE_SECRET", "HIVE_SOCKET")

@@ -14,8 +14,8 @@ from hive_core.config import load_office
 from hive_core.hive import init_office
 from hive_core.mail import iter_inbox, message_files, write_draft
 from hive_core.paths import HivePaths
-from hive_core.routing.decide import Floor
 from hive_core.routing.router import WRITE_GRACE_S, Router
+from hive_core.routing.rules import RouteRoster
 from hive_core.schema import BODY_MAX, Draft, LogEvent, Message
 
 
@@ -27,7 +27,7 @@ def office(tmp_path: Path) -> HivePaths:
 
 
 def make_router(paths: HivePaths, archived: frozenset[str] = frozenset()) -> Router:
-    return Router(paths, Floor.from_config(load_office(paths.office_toml), archived), fsync=False)
+    return Router(paths, RouteRoster.from_config(load_office(paths.office_toml), archived), fsync=False)
 
 
 def inbox(paths: HivePaths, who: str) -> list[Message]:
@@ -306,7 +306,7 @@ def test_manager_bounce_goes_to_person(office: HivePaths) -> None:
 
 def test_reply_chain_past_hop_cap_goes_to_manager(office: HivePaths) -> None:
     router = make_router(office)
-    cap = router.floor.hop_cap
+    cap = router.roster.hop_cap
     send(office, "jim", to="pam", act="query", subject="ping", body="0")
     router.scan_all()
     sender, receiver = "pam", "jim"
@@ -357,7 +357,7 @@ def test_a_claim_rewritten_after_it_was_read_is_routed_as_rewritten(office: Hive
             return work
 
     router = RewritingRouter(
-        office, Floor.from_config(load_office(office.office_toml)), fsync=False
+        office, RouteRoster.from_config(load_office(office.office_toml)), fsync=False
     )
     put_raw(office, "jim", "rewritten.json", b'{"to": "michael", "body": "first"}', age=0)
     put_raw(office, "jim", "kept.json", b'{"to": "pam", "body": "kept"}', age=0)

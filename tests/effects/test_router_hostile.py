@@ -31,8 +31,8 @@ from hive_core.mail import (
 )
 from hive_core.paths import HivePaths
 from hive_core.routing import router as router_module
-from hive_core.routing.decide import Floor
 from hive_core.routing.router import WRITE_GRACE_S, DiskFull, Router
+from hive_core.routing.rules import RouteRoster
 from hive_core.schema import BODY_MAX, Draft, LogEvent, Message
 from tests.conftest import Running
 from tests.support import wait_for
@@ -48,7 +48,7 @@ def office(tmp_path: Path) -> HivePaths:
 
 
 def make_router(paths: HivePaths) -> Router:
-    return Router(paths, Floor.from_config(load_office(paths.office_toml)), fsync=False)
+    return Router(paths, RouteRoster.from_config(load_office(paths.office_toml)), fsync=False)
 
 
 def inbox(paths: HivePaths, who: str) -> list[Message]:
@@ -361,7 +361,7 @@ def test_a_full_body_of_control_characters_is_cleaned_and_routed(office: HivePat
 
 def test_a_planted_parent_cannot_bypass_the_hop_cap(office: HivePaths) -> None:
     router = make_router(office)
-    cap = router.floor.hop_cap
+    cap = router.roster.hop_cap
     jim = office.mailbox("jim")
     planted = {
         "id": "20260101T000000000000Z-planted",
@@ -480,7 +480,7 @@ def fill(folder: Path, name: str) -> list[Path]:
 def test_a_full_disk_pauses_routing_and_it_resumes_by_itself(small_disk: Path) -> None:
     paths = HivePaths(small_disk / "home")
     init_office(paths)
-    router = Router(paths, Floor.from_config(load_office(paths.office_toml)), fsync=True)
+    router = Router(paths, RouteRoster.from_config(load_office(paths.office_toml)), fsync=True)
     assert_canary(paths, router, 1)
     filler = fill(small_disk, "first")
     # Room for the draft only: free a little, send, fill again.

@@ -80,7 +80,7 @@ def git(*args: str, cwd: Path) -> str:
     ).stdout
 
 
-class Floor(NamedTuple):
+class RouteRoster(NamedTuple):
     root: Path
     paths: HivePaths
     repo: Path
@@ -104,7 +104,7 @@ def with_env(toml: str, agent: str, env: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def floor() -> Iterator[Floor]:
+def floor() -> Iterator[RouteRoster]:
     with short_dir() as root:
         root = Path(os.path.realpath(root))
         repo = root / "repo"
@@ -131,12 +131,12 @@ def floor() -> Iterator[Floor]:
             stderr=subprocess.STDOUT,
         )
         wait_for(lambda: paths.client_socket.exists(), "the office to serve")
-        yield Floor(root, paths, repo, tree, proc, serve_log)
+        yield RouteRoster(root, paths, repo, tree, proc, serve_log)
         proc.terminate()
         proc.wait(timeout=60)
 
 
-def leases_now(floor: Floor) -> list[dict[str, object]]:
+def leases_now(floor: RouteRoster) -> list[dict[str, object]]:
     listed = floor.run("hive", "lease", "list", "--json")
     assert listed.rc == 0, listed.err
     found: list[dict[str, object]] = json.loads(listed.out)["leases"]
@@ -168,7 +168,7 @@ def test_a_pattern_is_whole_when_it_names_no_character_of_its_own(
     assert whole(pattern) is is_whole
 
 
-def test_a_lease_on_the_whole_tree_is_refused_and_a_file_lease_holds(floor: Floor) -> None:
+def test_a_lease_on_the_whole_tree_is_refused_and_a_file_lease_holds(floor: RouteRoster) -> None:
     for raw, cwd in (("/", floor.tree), ("*", floor.tree), ("**", floor.tree), (".", floor.tree),
                      ("*/*", floor.tree), (str(floor.tree), floor.root)):  # fmt: skip
         refused = floor.run("hive", "lease", raw, "--ttl", "8h", agent="pam", cwd=cwd)
@@ -225,7 +225,7 @@ def test_the_log_is_rotated_only_as_a_regular_file_into_a_real_folder() -> None:
     assert "log.jsonl is not a regular file" in (rotation_problem(None, stat.S_IFIFO) or "")
 
 
-def test_a_linked_log_folder_is_never_rotated_into_and_a_real_one_is(floor: Floor) -> None:
+def test_a_linked_log_folder_is_never_rotated_into_and_a_real_one_is(floor: RouteRoster) -> None:
     paths = floor.paths
     outside = floor.root / "outside"
     outside.mkdir()
@@ -271,7 +271,7 @@ HOSTILE_SUBJECT = "invoice \u202egpj.exe"
 HOSTILE_BODY = "first\n\x9b2J\u2066hidden\u2069\x85\x1b]52;c;cm0gLXJm\x07 end"
 
 
-def test_hive_read_inbox_and_log_show_c1_and_bidi_as_escapes(floor: Floor) -> None:
+def test_hive_read_inbox_and_log_show_c1_and_bidi_as_escapes(floor: RouteRoster) -> None:
     paths = floor.paths
     # Any process of this user can drop a file in an inbox: the reader is the last guard.
     msg = Message(
@@ -357,7 +357,7 @@ def test_doctor_and_serve_refuse_an_office_toml_with_a_bad_agent_entry(
         assert not HivePaths(home).client_socket.exists()
 
 
-def test_an_ordinary_agent_env_passes_doctor(floor: Floor) -> None:
+def test_an_ordinary_agent_env_passes_doctor(floor: RouteRoster) -> None:
     # The module's office serves with jim's EDITOR and LANG (the fixture); doctor agrees.
     doctor = floor.run("hive-office", "doctor", "--home", str(floor.home))
     assert "office.toml is invalid" not in doctor.out, doctor.out
@@ -373,7 +373,7 @@ def frames(sock: socket.socket) -> Iterator[object]:
         yield from reader.feed(data)
 
 
-def test_a_deeply_nested_frame_drops_only_that_client(floor: Floor) -> None:
+def test_a_deeply_nested_frame_drops_only_that_client(floor: RouteRoster) -> None:
     paths = floor.paths
     # A msgpack map with an unknown field holding arrays nested 200,000 deep.
     body = b"\x82\xa1t\xa5hello\xa4junk" + b"\x91" * 200_000 + b"\xc0"

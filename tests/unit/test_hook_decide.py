@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hive_core.agents.provider import CanonicalEvent
-from hive_core.events.decide import (
+from hive_core.events.policy import (
     DIGEST_FIELD_MAX,
     DIGEST_MAX_ITEMS,
     TYPING_GRACE_S,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from hive_core.clients.notify import desktop
 from hive_core.marks import caution
-from hive_core.routing.decide import clean_line, clean_text, display_name
+from hive_core.routing.rules import clean_line, clean_text, display_name
 from hive_core.schema import MailItem
 from hive_core.status import limit_text
 from hive_core.team.wake import nudge_text
@@ -109,7 +109,7 @@ NOT_ABOUT_SHOWING: dict[str, tuple[str, set[str]]] = {
         {"if len(text) > limit or not text.isprintable():"},
     ),
     "hive_core/mail.py": ("refuses a message id", {"and message_id.isprintable()"}),
-    "hive_core/routing/decide.py": (
+    "hive_core/routing/rules.py": (
         "refuses an id or conversation",
         {'return 0 < len(value) <= TOKEN_MAX and "/" not in value and value.isprintable()'},
     ),

@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 
 from hive_core.ids import new_message_id
 from hive_core.mail import BadMessage, load_message
-from hive_core.routing.decide import (
-    Floor,
+from hive_core.routing.rules import (
     Rejection,
     RoutePlan,
+    RouteRoster,
     clean_line,
     clean_text,
     parse_draft,
@@ -36,7 +36,7 @@ from hive_core.schema import (
 AGENTS = ["michael", "jim", "pam", "pete", "kevin", "toby"]
 
 floors = st.builds(
-    lambda archived, send_only, cap: Floor(
+    lambda archived, send_only, cap: RouteRoster(
         manager="michael",
         hop_cap=cap,
         receivers=frozenset(AGENTS[:5]) - archived - send_only,
@@ -69,7 +69,7 @@ def parent_for(hops: int) -> HopRecord:
     parent_hops=st.none() | st.integers(0, 12),
 )
 def test_route_plan_invariants(
-    draft: Draft, sender: str, floor: Floor, parent_hops: int | None
+    draft: Draft, sender: str, floor: RouteRoster, parent_hops: int | None
 ) -> None:
     parent = None
     if parent_hops is not None:
@@ -80,7 +80,7 @@ def test_route_plan_invariants(
     if isinstance(checked, Rejection):
         assert checked.reason.endswith((".", ")")), "every reason is a sentence"
         return
-    plan = plan_route(checked, msg_id=msg_id, sender=sender, parent=parent, floor=floor)
+    plan = plan_route(checked, msg_id=msg_id, sender=sender, parent=parent, roster=floor)
     if isinstance(plan, Rejection):
         assert draft.to == sender or (draft.to == "god" and sender == "michael")
         return

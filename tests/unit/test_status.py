@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from hive_core import control
 from hive_core.agents.claude import ClaudeProvider
 from hive_core.agents.provider import CanonicalEvent, HookDecision
-from hive_core.events.decide import AgentView, OfficeFacts, decide
+from hive_core.events.policy import AgentView, OfficeFacts, decide
 from hive_core.render import why_text
 from hive_core.schema import ControlRequest, MailItem, StatusKind
 from hive_core.status import (

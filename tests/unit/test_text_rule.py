@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from hive_core import render
 from hive_core.remote.plan import tail_reason
-from hive_core.routing.decide import clean_line, clean_text
+from hive_core.routing.rules import clean_line, clean_text
 from hive_core.schema import LogEvent, Message
 from hive_core.status import limit_text
 from hive_core.text import shown, stripped

@@ -70,7 +70,7 @@ class Rejection:
 
 
 @dataclass(frozen=True)
-class Floor:
+class RouteRoster:
     """What the router needs to know about the roster to resolve recipients."""
 
     manager: str
@@ -83,7 +83,7 @@ class Floor:
     injection: Detector = field(default_factory=lambda: Detector.from_list(None))
 
     @classmethod
-    def from_config(cls, config: OfficeConfig, archived: frozenset[str] = frozenset()) -> Floor:
+    def from_config(cls, config: OfficeConfig, archived: frozenset[str] = frozenset()) -> RouteRoster:
         gone = archived | {a.id for a in config.agents if a.archived}
         send_only = frozenset(a.id for a in config.agents if a.send_only)
         return cls(
@@ -263,7 +263,7 @@ def normalise(
 
 
 def plan_route(
-    draft: Draft, *, msg_id: str, sender: str, parent: HopRecord | None, floor: Floor
+    draft: Draft, *, msg_id: str, sender: str, parent: HopRecord | None, roster: RouteRoster
 ) -> RoutePlan | Rejection:
     """Everything that happens to one valid draft. `parent` is the office's record of
     the message it replies to (None if it is not a reply, or the sender never received
@@ -274,15 +274,15 @@ def plan_route(
             "sent; reply with `hive reply MSGID` using an id from `hive inbox`."
         )
     to = draft.to
-    manager = floor.manager
+    manager = roster.manager
     if to == sender or (to == "god" and sender == manager):
         return Rejection("a message to yourself is not delivered; write it to your memory instead.")
 
-    message = normalise(draft, msg_id=msg_id, sender=sender, parent=parent, web=sender in floor.web)
-    finding = find_injection(f"{message.subject}\n{message.body}", floor.injection)
+    message = normalise(draft, msg_id=msg_id, sender=sender, parent=parent, web=sender in roster.web)
+    finding = find_injection(f"{message.subject}\n{message.body}", roster.injection)
     if finding is not None:
         message.injection = finding.what
-    plan = _resolve(message, parent, floor)
+    plan = _resolve(message, parent, roster)
     if finding is not None:
         # Whatever became of the message, its text reached someone: the manager hears
         # of it once (the notice's id is derived, so a redone pass writes the same file).
@@ -293,19 +293,19 @@ def plan_route(
     return plan
 
 
-def _resolve(message: Message, parent: HopRecord | None, floor: Floor) -> RoutePlan:
-    sender, to, manager = message.sender, message.to, floor.manager
+def _resolve(message: Message, parent: HopRecord | None, roster: RouteRoster) -> RoutePlan:
+    sender, to, manager = message.sender, message.to, roster.manager
     plan = RoutePlan(message=message)
     # Whoever stands in for the manager when the manager itself is the one to be told.
     escalate_to = manager if sender != manager else HUMAN
 
-    if sender in floor.web and sender != manager:
-        refused = _web_refusal(message, parent, floor)
+    if sender in roster.web and sender != manager:
+        refused = _web_refusal(message, parent, roster)
         if refused is not None:
             _bounce(plan, escalate_to, refused)
             return plan
 
-    if message.hops > floor.hop_cap:
+    if message.hops > roster.hop_cap:
         note = _notice(
             message,
             kind="loop",
@@ -313,7 +313,7 @@ def _resolve(message: Message, parent: HopRecord | None, floor: Floor) -> RouteP
             subject=f"[loop] {message.subject or message.act} ({sender} -> {to})",
             body=(
                 f"A reply chain between {sender} and {to} reached {message.hops} hops, past the "
-                f"office's cap of {floor.hop_cap}, so it was not delivered to {to}. Settle the "
+                f"office's cap of {roster.hop_cap}, so it was not delivered to {to}. Settle the "
                 "question yourself or bring the person in.\n\n" + _quote(message)
             ),
         )
@@ -325,13 +325,13 @@ def _resolve(message: Message, parent: HopRecord | None, floor: Floor) -> RouteP
                     message,
                     (
                         f"Your message {message.id} to {to} was held: the thread passed the hop cap "
-                        f"({floor.hop_cap}). {_who(escalate_to)} has it now; stop replying in this thread."
+                        f"({roster.hop_cap}). {_who(escalate_to)} has it now; stop replying in this thread."
                     ),
                 ),
             )
         )
         plan.log = _log(
-            message, "loop", [escalate_to], reason=f"hops {message.hops} > cap {floor.hop_cap}"
+            message, "loop", [escalate_to], reason=f"hops {message.hops} > cap {roster.hop_cap}"
         )
         return plan
 
@@ -363,15 +363,15 @@ def _resolve(message: Message, parent: HopRecord | None, floor: Floor) -> RouteP
         message.needs_human = True
         targets = [manager, HUMAN] if sender != manager else [HUMAN]
     elif to == "broadcast":
-        targets = sorted(floor.receivers - {sender})
-    elif to in floor.receivers:
+        targets = sorted(roster.receivers - {sender})
+    elif to in roster.receivers:
         targets = [to]
     else:
         why = (
             "is archived"
-            if to in floor.archived
+            if to in roster.archived
             else "only sends, it cannot receive mail"
-            if to in floor.send_only
+            if to in roster.send_only
             else "is not on the roster"
         )
         _bounce(
@@ -436,10 +436,10 @@ def requester(sender: str, parent: HopRecord | None) -> str | None:
     return parent.sender if parent.to in (sender, "broadcast") else None
 
 
-def _web_refusal(message: Message, parent: HopRecord | None, floor: Floor) -> _Refusal | None:
+def _web_refusal(message: Message, parent: HopRecord | None, roster: RouteRoster) -> _Refusal | None:
     """Why a web-enabled agent may not write to this address, or None if it may: only
     the manager and whoever asked it (seed 001: web text must not steer the team)."""
-    sender, to, manager = message.sender, message.to, floor.manager
+    sender, to, manager = message.sender, message.to, roster.manager
     asker = requester(sender, parent)
     allowed = {manager, "god"} | ({asker} if asker else set())
     if asker == HUMAN:
