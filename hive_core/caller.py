@@ -33,6 +33,7 @@ from hive_client.client import ANSWER_TIMEOUT_S, NOT_ANSWERING, RETRY_S, WAIT_S,
 from hive_client.client import office_running as _office_running
 from hive_core import invocation
 from hive_core.config import agent
+from hive_core.errors import OfficeError
 from hive_core.paths import HivePaths, Mailbox
 from hive_core.schema import HUMAN, ControlReply, ControlRequest, OfficeConfig
 
@@ -44,7 +45,7 @@ _encode = msgspec.json.Encoder().encode
 _decode_reply = msgspec.json.Decoder(ControlReply).decode
 
 
-class CallerError(Exception):
+class CallerError(OfficeError):
     """The caller's identity is missing, unknown or unproven; the message says what to do."""
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 import pygit2
 
 from hive_core import gitsafe
+from hive_core.errors import OfficeError
 from hive_core.fsio import TEMP_PREFIX, UnsafeFile, atomic_write, open_regular
 from hive_core.paths import HivePaths
 from hive_core.text import stripped
@@ -67,7 +68,7 @@ _MAX_DETAILS = 3
 _MAX_GROUPS = 5
 
 
-class LockHeld(Exception):
+class LockHeld(OfficeError):
     """A live git lock blocks the commit; nothing was lost, try again later."""
 
     def __init__(self, lock: Path) -> None:
@@ -75,7 +76,7 @@ class LockHeld(Exception):
         self.lock = lock
 
 
-class RepoDamaged(Exception):
+class RepoDamaged(OfficeError):
     """The repository is not in a state the office may commit on; the message is the
     sentence that tells the person what happened and what to do."""
 

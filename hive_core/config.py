@@ -9,6 +9,7 @@ from pathlib import Path
 
 import msgspec
 
+from hive_core.errors import OfficeError
 from hive_core.schema import (
     AGENT_ID_RULE,
     ENV_KEY_RE,
@@ -26,7 +27,7 @@ from hive_core.schema import (
 )
 
 
-class ConfigError(Exception):
+class ConfigError(OfficeError):
     """office.toml cannot be used; the message names the file, the line and the fix."""
 
 

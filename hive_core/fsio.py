@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from hive_core.errors import OfficeError
+
 TEMP_PREFIX = ".tmp-"
 # Hive files are the office user's alone (messages, memory, the log).
 FILE_MODE = 0o600
@@ -25,7 +27,7 @@ def is_disk_full(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS
 
 
-class UnsafeFile(Exception):
+class UnsafeFile(OfficeError):
     """A file that is not read: a symlink, not a regular file, or too large. The message
     is a sentence saying which."""
 

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from hive_core.errors import OfficeError
 from hive_core.fsio import UnsafeFile, open_regular
 from hive_core.paths import HivePaths
 from hive_core.schema import HUMAN
@@ -32,7 +33,7 @@ LOG_ROTATE_BYTES = 256 << 10
 _SEGMENT = re.compile(r"(\d+)\.jsonl")
 
 
-class UnsafeLog(Exception):
+class UnsafeLog(OfficeError):
     """The log's folder or live file is not what the office made (a symbolic link, a
     file for the folder): nothing is rotated. The message is the sentence to report."""
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import msgspec
 
 from hive_core.config import agent
+from hive_core.errors import OfficeError
 from hive_core.fsio import UnsafeFile, atomic_write, ensure_dir, is_temp_name, read_regular
 from hive_core.kick import kick
 from hive_core.paths import HivePaths, Mailbox
@@ -66,7 +67,7 @@ def message_files(folder: Path) -> list[Path]:
     return [folder / n for n in message_names(folder)]
 
 
-class BadMessage(msgspec.DecodeError):
+class BadMessage(OfficeError, msgspec.DecodeError):
     """A file in a mailbox that is not a message the office can read; the text says why.
     A DecodeError, so callers that catch the decoder's errors catch this too."""
 
@@ -221,7 +222,7 @@ def draft_problem(config: OfficeConfig, sender: str, draft: Draft) -> str | None
     return check_recipient(config, sender, draft.to) or check_draft(draft)
 
 
-class DraftRefused(ValueError):
+class DraftRefused(OfficeError, ValueError):
     """The draft cannot be sent; the message is draft_problem's sentence."""
 
 

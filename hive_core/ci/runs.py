@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import msgspec
 
+from hive_core.errors import OfficeError
 from hive_core.paths import CiRun
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ _RUN_URL = re.compile(r"^https://[^/]+/([^/]+)/([^/]+)/actions/runs/(\d+)")
 _STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z ?")
 
 
-class CiLogError(Exception):
+class CiLogError(OfficeError):
     """The log could not be had; the message is one sentence saying what to do."""
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 import textwrap
 from typing import Any, Literal, NamedTuple
 
+from hive_core.errors import OfficeError
+
 HELP_OPTIONS = ("-h", "--help")
 _COLUMN_MAX = 30  # click's widest first column in an option table
 
@@ -43,7 +45,7 @@ class Spec(NamedTuple):
     arguments: tuple[Argument, ...] = ()
 
 
-class UsageError(Exception):
+class UsageError(OfficeError):
     """The words do not fit the spec; `usage_error` turns it into click's text. Like
     click, an option missing its value or given one it does not take is said without
     the usage lines."""

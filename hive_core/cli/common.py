@@ -22,6 +22,7 @@ from hive_client.client import split_home as split_home
 from hive_core import invocation, mail
 from hive_core.caller import BadClaim, Caller, CallerError, identify, proven
 from hive_core.config import ConfigError, load_office
+from hive_core.errors import OfficeError
 from hive_core.hint import office_command
 from hive_core.invocation import RELAYED_ENV as RELAYED_ENV
 from hive_core.paths import HivePaths, resolve_home
@@ -47,7 +48,7 @@ def relayed() -> bool:
     return invocation.getenv(RELAYED_ENV) is not None
 
 
-class HiveError(Exception):
+class HiveError(OfficeError):
     """Refused or not found: one line on stderr, no traceback, exit 1."""
 
     exit_code = REFUSED

@@ -23,6 +23,7 @@ import msgspec
 
 from hive_core.cost import Sum
 from hive_core.desks.state import AgentState
+from hive_core.errors import OfficeError
 from hive_core.health import Problem
 from hive_core.schema import ControlReply, ControlRequest
 from hive_core.status import AgentStatus
@@ -37,7 +38,7 @@ _LENGTH = struct.Struct(">I")
 HEADER = _LENGTH.size
 
 
-class ProtocolError(Exception):
+class ProtocolError(OfficeError):
     """The peer sent something that is not this protocol: close that connection."""
 
 

@@ -20,6 +20,7 @@ from hive_core.committer import commit_all
 from hive_core.demo.brains import GOAL, Brain, ManagerBrain, WorkerBrain
 from hive_core.demo.claude_env import claude_environment, write_claude_config
 from hive_core.demo.scripted_model import ScriptedModel
+from hive_core.errors import OfficeError
 from hive_core.hive import init_office
 from hive_core.mail import write_draft
 from hive_core.paths import DEFAULT_DEMO_HOME, HivePaths
@@ -52,7 +53,7 @@ class Demo:
 DEMO_MARK = ".hive-office-demo"
 
 
-class DemoHomeTaken(Exception):
+class DemoHomeTaken(OfficeError):
     """The chosen demo home holds someone's files; nothing was touched."""
 
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from hive_core.errors import OfficeError
 from hive_core.schema import AgentSpec, RegistryEntry, Status
 from hive_core.status import AgentStatus, Failure
 
@@ -130,7 +131,7 @@ SEEN = frozenset(
 )
 
 
-class AgentStateError(AttributeError):
+class AgentStateError(OfficeError, RuntimeError):
     """A field others see was written outside AgentStates.edit (a bug in the writer)."""
 
 

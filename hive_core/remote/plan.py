@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from hive_core.errors import OfficeError
 from hive_core.remote.ssh import remote_path_word
 from hive_core.schema import ENV_KEY_RE
 from hive_core.text import stripped
@@ -43,7 +44,7 @@ NOT_SENT = ("HIVE_HOME", "HIVE_SOCKET", "HIVE_CONTROL", "PATH")
 LAUNCH_FILE = "launch.sh"
 
 
-class ShipError(ValueError):
+class ShipError(OfficeError, ValueError):
     """The launch cannot be shipped to the host (too big, or not text)."""
 
 

@@ -31,6 +31,7 @@ from typing import IO
 import msgspec
 
 from hive_core.config import ConfigError, load_office
+from hive_core.errors import OfficeError
 from hive_core.paths import HivePaths
 from hive_core.remote.check import version_of
 from hive_core.remote.ssh import remote_path_word, ssh_argv
@@ -47,7 +48,7 @@ SETUP_ID = "remote-setup"
 TAIL_LINES = 20
 
 
-class SetupError(Exception):
+class SetupError(OfficeError):
     """remote-setup cannot go on; the message is a sentence saying what to do."""
 
 

@@ -53,6 +53,7 @@ from pathlib import Path
 
 import msgspec
 
+from hive_core.errors import OfficeError
 from hive_core.fsio import (
     DISK_FULL_ERRNOS,
     FILE_MODE,
@@ -203,7 +204,7 @@ def _day(msg_id: str) -> str:
     return day if day.isdigit() and len(day) == 8 else "other"
 
 
-class DiskFull(Exception):
+class DiskFull(OfficeError):
     """Routing is paused because the disk (or the quota) is full. Nothing half-written
     was delivered; the claims stay and the next pass that finds room finishes them."""
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import msgspec
 
 from hive_core.config import check_office
+from hive_core.errors import OfficeError
 from hive_core.fsio import atomic_write
 from hive_core.schema import (
     AGENT_ID_RULE,
@@ -33,7 +34,7 @@ from hive_core.schema import (
 PROVIDERS: tuple[str, ...] = PROVIDER_NAMES
 
 
-class HireRefused(Exception):
+class HireRefused(OfficeError):
     """The hire cannot be done; the message is one sentence saying why and what to do.
     office.toml is left as it was."""
 

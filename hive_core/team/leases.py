@@ -31,6 +31,7 @@ from pathlib import Path
 
 import msgspec
 
+from hive_core.errors import OfficeError
 from hive_core.fsio import UnsafeFile, atomic_write, read_regular
 from hive_core.paths import HivePaths
 from hive_core.team import tasks
@@ -70,11 +71,11 @@ class LeaseFile(msgspec.Struct):
     leases: list[Lease] = []
 
 
-class LeaseRefused(Exception):
+class LeaseRefused(OfficeError):
     """The lease or release is refused; the message is the sentence to show."""
 
 
-class BadLeases(Exception):
+class BadLeases(OfficeError):
     """leases.json is not a lease file; it is never overwritten."""
 
 

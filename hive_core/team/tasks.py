@@ -32,6 +32,7 @@ from typing import Any, get_args
 import msgspec
 
 from hive_core import mail
+from hive_core.errors import OfficeError
 from hive_core.fsio import UnsafeFile, atomic_write, open_regular
 from hive_core.ids import utc_now_iso
 from hive_core.paths import HivePaths
@@ -78,7 +79,7 @@ DEFAULT_PRIORITY: int = CLEARED["priority"]
 PRIORITY_MAX = 99
 
 
-class LedgerError(Exception):
+class LedgerError(OfficeError):
     """The ledger cannot be read or a change is refused; the message says what to do."""
 
 

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from hive_core import gitsafe
+from hive_core.errors import OfficeError
 from hive_core.fsio import UnsafeFile, read_head
 from hive_core.paths import HivePaths
 from hive_core.remote import plan as remote_plan
@@ -42,7 +43,7 @@ CONFIG_TIMEOUT_S = 20.0
 SETUP_TIMEOUT_S = 1800.0
 
 
-class WorktreeError(Exception):
+class WorktreeError(OfficeError):
     """A worktree operation cannot be done; the message says why and what to do."""
 
 
