@@ -179,8 +179,9 @@ class ControlServer:
         self._relay = relay
         self._desks = desks
         self._memory = memory
-        self._server: asyncio.AbstractServer | None = None
-        self._bound: tuple[int, int] | None = None
+        self._listening = listen.Listening(
+            path, lambda: listen.listen_streams(path, self._serve, limit=REQUEST_MAX)
+        )
         # Desks the person has acted for this run: logged once each, not on every call.
         self._acted_for: set[str] = set()
         self._cap: ConnectionCap[asyncio.StreamWriter] = ConnectionCap(
@@ -188,26 +189,13 @@ class ControlServer:
         )
 
     async def start(self) -> None:
-        self._server, self._bound = await listen.listen_streams(
-            self.path, self._serve, limit=REQUEST_MAX
-        )
+        await self._listening.start()
 
     async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            with contextlib.suppress(Exception):
-                await self._server.wait_closed()
-            self._server = None
-        self.path.unlink(missing_ok=True)
+        await self._listening.stop()
 
     async def ensure(self) -> bool:
-        """Listen again if the socket file is gone or replaced (an `rm run/control.sock`
-        must not leave callers with "no office"). True if it had to."""
-        if self._server is None or listen.identity(self.path) == self._bound:
-            return False
-        await self.stop()
-        await self.start()
-        return True
+        return await self._listening.ensure()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         # At most conncap.CONNECTIONS_MAX at once: a flood of silent connections loses

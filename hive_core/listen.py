@@ -14,6 +14,7 @@ server bound, to tell.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import struct
@@ -99,3 +100,45 @@ async def listen_protocol(
     finally:
         os.umask(old_umask)
     return server, identity(path)
+
+
+class Listening:
+    """One office socket while it listens: the server `open_server` makes on `path`, the
+    file it bound, and listening again when that file is gone or replaced (an agent's
+    `rm run/control.sock` must not leave callers with "no office": control.keep_sockets).
+    The control, hook and client servers each hold one."""
+
+    def __init__(
+        self,
+        path: Path,
+        open_server: Callable[[], Awaitable[tuple[asyncio.Server, tuple[int, int] | None]]],
+    ) -> None:
+        self.path = path
+        self._open = open_server
+        self._server: asyncio.Server | None = None
+        self._bound: tuple[int, int] | None = None
+
+    async def start(self) -> None:
+        self._server, self._bound = await self._open()
+
+    async def close(self) -> None:
+        """Stop listening; the connections being served are left to their owner."""
+        if self._server is not None:
+            self._server.close()
+            with contextlib.suppress(Exception):
+                await self._server.wait_closed()
+            self._server = None
+
+    async def stop(self) -> None:
+        await self.close()
+        self.path.unlink(missing_ok=True)
+
+    async def ensure(self) -> bool:
+        """Listen again if the socket file is gone or replaced; True if it had to."""
+        if self._server is None or identity(self.path) == self._bound:
+            return False
+        # Not waiting for it to close: that waits for every connection it is serving.
+        self._server.close()
+        self._server = None
+        await self.start()
+        return True

@@ -27,7 +27,6 @@ Everything here runs on the office's loop; nothing in it blocks.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
@@ -234,8 +233,9 @@ class ClientServer:
         self._problems = problems
         self._costs = costs
         self._log = log
-        self._server: asyncio.AbstractServer | None = None
-        self._bound: tuple[int, int] | None = None
+        self._listening = listen.Listening(
+            path, lambda: listen.listen_protocol(path, lambda: _Client(self))
+        )
         self._clients: set[_Client] = set()  # attached: Welcome sent
         self._pending: set[_Client] = set()  # connected, no Hello yet
         self._exited: dict[str, bool] = {}
@@ -259,32 +259,25 @@ class ClientServer:
     # --- the socket --------------------------------------------------------------------
 
     async def start(self) -> None:
-        self._server, self._bound = await listen.listen_protocol(
-            self.path, lambda: _Client(self)
-        )
+        await self._listening.start()
         self._publish()
 
     async def stop(self) -> None:
         for client in list(self._clients | self._pending):
             client.send(Bye(why="the office is stopping"))
             self._close(client, flush=not client.behind)
-        if self._server is not None:
-            self._server.close()
-            with contextlib.suppress(Exception):
-                await self._server.wait_closed()
-            self._server = None
+        await self._listening.close()
         for task in list(self._tasks):
             task.cancel()
         self.path.unlink(missing_ok=True)
         self._clients_file.unlink(missing_ok=True)
 
     async def ensure(self) -> bool:
-        """Listen again if the socket file is gone or replaced. True if it had to."""
-        if self._server is None or listen.identity(self.path) == self._bound:
+        """Listen again if the socket file is gone or replaced (the attached clients keep
+        their connections, and the clients file is written again). True if it had to."""
+        if not await self._listening.ensure():
             return False
-        self._server.close()
-        self._server = None
-        await self.start()  # the attached clients keep their connections
+        self._publish()
         return True
 
     # --- clients -----------------------------------------------------------------------

@@ -76,8 +76,9 @@ class HookServer:
         self._handle = handle
         self._rejected = rejected
         self._failed = failed
-        self._server: asyncio.AbstractServer | None = None
-        self._bound: tuple[int, int] | None = None
+        self._listening = listen.Listening(
+            path, lambda: listen.listen_streams(path, self._serve, limit=HOOK_FRAME_MAX)
+        )
         self._cap: ConnectionCap[asyncio.StreamWriter] = ConnectionCap(
             path.name,
             evict=lambda writer: writer.transport.abort(),
@@ -85,25 +86,13 @@ class HookServer:
         )
 
     async def start(self) -> None:
-        self._server, self._bound = await listen.listen_streams(
-            self.path, self._serve, limit=HOOK_FRAME_MAX
-        )
+        await self._listening.start()
 
     async def ensure(self) -> bool:
-        """Listen again if the socket file is gone or replaced (control.keep_sockets)."""
-        if self._server is None or listen.identity(self.path) == self._bound:
-            return False
-        await self.stop()
-        await self.start()
-        return True
+        return await self._listening.ensure()
 
     async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            with contextlib.suppress(Exception):
-                await self._server.wait_closed()
-            self._server = None
-        self.path.unlink(missing_ok=True)
+        await self._listening.stop()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if not self._cap.admit(writer):
