@@ -52,7 +52,7 @@ from hive_core.clients.protocol import (
     encode,
     office_reader,
 )
-from hive_core.config import load_office
+from hive_core.config import ConfigError, load_office
 from hive_core.cost import Sum
 from hive_core.desks.state import AgentState
 from hive_core.health import Problem
@@ -396,6 +396,8 @@ class SocketLink:
                     if events is not None:
                         events.pane_snapshot(agent, data)
                 case AgentChanged(view=view):
+                    if view.id not in self._views:
+                        self._hired()
                     self._views[view.id] = view
                     if events is not None:
                         events.agent_changed(view)
@@ -413,6 +415,13 @@ class SocketLink:
                 case Welcome() | Refused() | Agents():
                     self._lost(f"the office sent {type(message).__name__} after attaching")
                     return
+
+    def _hired(self) -> None:
+        """An agent hired after this client attached: the office wrote its office.toml
+        entry before telling, and mail from the app to it is checked against the roster
+        there (an in-process office's config is the office's own, hire and all)."""
+        with contextlib.suppress(ConfigError):
+            self.config = load_office(self.paths.office_toml)
 
     def _notice(self, notice: Notice, events: LinkEvents | None) -> None:
         if notice.kind == "cost":

@@ -33,6 +33,7 @@ from hive_tui.link import SocketLink
 from hive_tui.screens.answer import AnswerScreen
 from hive_tui.screens.confirm import ConfirmScreen
 from hive_tui.screens.hire import HireScreen
+from hive_tui.screens.send import SendScreen
 from tests.serve_support import ServedOffice
 from tests.support import until, wait_for
 
@@ -190,7 +191,9 @@ async def test_archive_asks_first_and_stops_the_cli_then_r_brings_it_back(
         assert question is not None
         shown = str(app.screen.query_one("#confirm Static", Static).render())
         assert question.format(agent="pam") in shown
-        # n: nothing happens.
+        # Enter, typed out of habit, is not a yes; n: nothing happens.
+        await pilot.press("enter")
+        assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("n")
         await until(pilot, lambda: not isinstance(app.screen, ConfirmScreen), "the answer")
         out = desk(office) / "still.txt"
@@ -263,6 +266,17 @@ async def test_the_hire_form_refuses_a_bad_id_then_hires_a_desk_that_runs(
         out = desk(office) / "dwight.txt"
         await type_line(pilot, f"echo hired > {out}")
         await until(pilot, lambda: out.exists(), "dwight's shell ran it")
+        # The person's mail reaches the new desk: the app knows the roster the hire made.
+        await pilot.press(PREFIX, "s")
+        await until(pilot, lambda: isinstance(app.screen, SendScreen), "the send form")
+        await pilot.press(*"Welcome", "ctrl+s")
+        await until(pilot, lambda: "Sent to dwight." in said(app), "sent")
+        dwight = office.paths.mailbox("dwight")
+        await until(
+            pilot,
+            lambda: any(m.subject == "Welcome" for m in iter_inbox(dwight)),
+            "the message in dwight's inbox",
+        )
 
 
 def waiting(office: ServedOffice) -> list[dict[str, Any]]:
