@@ -342,7 +342,12 @@ def _send_stdin(sock: _socket.socket) -> bool:
         data = os.read(0, FRAME_MAX)
     except OSError:
         data = b""  # no stdin at all (a closed fd): the verb sees an empty one
-    sock.sendall(frame(STDIN, data))
+    try:
+        sock.sendall(frame(STDIN, data))
+    except (BrokenPipeError, ConnectionResetError):
+        # The verb ended without reading the rest (a body over its limit) and the office
+        # closed its end: what it said, and its exit code, are still to be read.
+        return False
     return bool(data)
 
 

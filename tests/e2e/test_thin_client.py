@@ -238,6 +238,12 @@ def test_stdin_is_read_only_by_a_verb_that_reads_it(office: ServedOffice) -> Non
     assert thin(home, "send", "--to", "pam", "-", stdin=too_long) == local(
         home, "send", "--to", "pam", "-", stdin=too_long
     )
+    # Far over: the office refuses and closes while the client still writes the rest;
+    # the refusal, not a lost connection, is what the caller reads.
+    huge = b"x" * (16 * 1024 * 1024)
+    assert thin(home, "send", "--to", "pam", "-", stdin=huge) == local(
+        home, "send", "--to", "pam", "-", stdin=huge
+    )
     bad = b"\xff\xfe not text"
     refused = thin(home, "send", "--to", "pam", "-", stdin=bad)
     assert refused == local(home, "send", "--to", "pam", "-", stdin=bad)
