@@ -31,6 +31,12 @@ class RowsPanel(Vertical):
     TABLE_ID: ClassVar[str]
     DETAIL_ID: ClassVar[str]
 
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        # What the table lists (key -> cells, and the keys in order), see `_list`.
+        self._listed: dict[str, tuple[Text, ...]] = {}
+        self._order: list[str] = []
+
     def compose(self) -> ComposeResult:
         yield EmptyNotice(self.EMPTY_TEXT, id=self.EMPTY_ID, markup=False)
         table: DataTable[Text] = DataTable(id=self.TABLE_ID, cursor_type="row", zebra_stripes=True)
@@ -71,9 +77,7 @@ class RowsPanel(Vertical):
         had_focus = self.has_focus_within
         current = self.highlighted
         rows = self.rows()
-        table.clear()
-        for key, cells in rows:
-            table.add_row(*cells, key=key)
+        self._list(table, rows)
         empty = not rows
         self.query_one(f"#{self.EMPTY_ID}").display = empty
         table.display = not empty
@@ -84,6 +88,35 @@ class RowsPanel(Vertical):
             # The focused one of table / empty line may have just been hidden.
             self.screen.set_focus(self.focus_target())
         self._show_detail()
+
+    def _list(self, table: DataTable[Text], rows: Sequence[Row]) -> None:
+        """Put `rows` in the table. When they are the rows listed before plus new ones
+        (mail arriving: hundreds a second in a burst), only the new rows are added and
+        the order set, so the table measures those alone; clearing and adding every row
+        again measured them all, in the app's loop, on each reload. Anything else (a row
+        gone or changed) lists them all again, as every change did before."""
+        listed = self._listed
+        keys = [key for key, _ in rows]
+        added = [(key, cells) for key, cells in rows if key not in listed]
+        if len(listed) + len(added) == len(rows) and all(
+            _same(listed[key], cells) for key, cells in rows if key in listed
+        ):
+            if not added and keys == self._order:
+                return
+            for key, cells in added:
+                table.add_row(*cells, key=key)
+            # The table's own cells (the objects added) tell the rows apart in its sort.
+            position = {tuple(map(id, table.get_row(key))): n for n, key in enumerate(keys)}
+            if len(position) == len(keys):
+                table.sort(key=lambda cells: position[tuple(map(id, cells))])
+                listed.update(added)
+                self._order = keys
+                return
+        table.clear()
+        for key, cells in rows:
+            table.add_row(*cells, key=key)
+        self._listed = dict(rows)
+        self._order = keys
 
     @property
     def highlighted(self) -> str | None:
@@ -107,3 +140,11 @@ class RowsPanel(Vertical):
         event.stop()
         if event.row_key.value is not None:
             self.post_message(self.opened(event.row_key.value))
+
+
+def _same(a: tuple[Text, ...], b: tuple[Text, ...]) -> bool:
+    """Whether two rows' cells draw alike (text, style and spans)."""
+    return len(a) == len(b) and all(
+        x.plain == y.plain and x.style == y.style and x.spans == y.spans
+        for x, y in zip(a, b, strict=True)
+    )
