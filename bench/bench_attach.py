@@ -42,6 +42,7 @@ from figures import figure
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from hive_core.cli import hive  # noqa: E402
 from hive_core.config import load_office  # noqa: E402
 from hive_core.hive import init_office  # noqa: E402
 from hive_core.office import Office, office_lock  # noqa: E402
@@ -119,7 +120,7 @@ async def client_first_frame(paths: HivePaths) -> float:
 
 async def inproc_first_frame(paths: HivePaths) -> float:
     start = time.perf_counter()
-    app = HiveApp(Office(paths, load_office(paths.office_toml)))
+    app = HiveApp(Office(paths, load_office(paths.office_toml), program=hive))
     async with app.run_test(size=SIZE) as pilot:
         await _after_frame(app)
         took = time.perf_counter() - start

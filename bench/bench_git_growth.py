@@ -35,6 +35,7 @@ from pathlib import Path
 import msgspec
 from figures import figure
 
+from hive_core.cli import hive
 from hive_core.committer import GC_EVERY, commit_all
 from hive_core.hive import init_office
 from hive_core.ids import new_message_id, utc_now_iso
@@ -109,7 +110,7 @@ class Running:
 
     def __init__(self, paths: HivePaths, *, rotate: bool) -> None:
         self.paths = paths
-        self.office = Office(paths, agents=False)
+        self.office = Office(paths, agents=False, program=hive)
         if not rotate:
             self.office.committer.before_commit = None
             self.office.committer.gc_every = None

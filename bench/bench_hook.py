@@ -42,6 +42,7 @@ import msgspec
 from figures import figure, percentile
 
 import cth_hook.__main__ as shim
+from hive_core.cli import hive
 from hive_core.committer import commit_all
 from hive_core.hive import init_office
 from hive_core.ids import created_at_of, new_message_id
@@ -120,7 +121,7 @@ class OfficeThread:
 
     def __init__(self, paths: HivePaths) -> None:
         started = time.perf_counter()
-        self.office = Office(paths, agents=False)
+        self.office = Office(paths, agents=False, program=hive)
         self.start_read = time.perf_counter() - started
         self.loop = asyncio.new_event_loop()
         self.stop = asyncio.Event()

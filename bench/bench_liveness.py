@@ -61,6 +61,7 @@ from typing import Any
 
 from figures import figure
 
+from hive_core.cli import hive
 from hive_core.demo.office import AGENTS, apply_env, claim_demo_home, start_demo
 from hive_core.events.policy import digest
 from hive_core.office import Office, office_lock
@@ -201,7 +202,7 @@ def run_once(timeout: float, gemini: tuple[str, ...] = (), codex: tuple[str, ...
             for agent in codex:
                 codex_desk(demo, agent)
             apply_env(demo)
-            office = Office(demo.paths)
+            office = Office(demo.paths, program=hive)
             finished, seconds = asyncio.run(_drive(office, demo.paths, timeout))
         finally:
             demo.stop()

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from figures import figure
 
+from hive_core.cli import hive
 from hive_core.hive import init_office
 from hive_core.office import Office
 from hive_core.office.explained import STATUS_TICK_S
@@ -51,7 +52,7 @@ def make_home(root: Path, n: int, provider: str) -> HivePaths:
 
 
 async def idle(paths: HivePaths, n: int, seconds: float) -> None:
-    office = Office(paths)
+    office = Office(paths, program=hive)
     spent: list[float] = []
     refresh_all = office.status.refresh_all
 
@@ -90,7 +91,7 @@ async def idle(paths: HivePaths, n: int, seconds: float) -> None:
 async def latency(paths: HivePaths, events: int) -> None:
     """Turns of a claude agent driven by frames given to the event plane directly (no CLI
     runs): each Stop flips working -> idle; time to the explained status and to disk."""
-    office = Office(paths, agents=False)
+    office = Office(paths, agents=False, program=hive)
     stop = asyncio.Event()
     running = asyncio.create_task(office.run(stop))
     while not paths.hook_socket.exists():

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from figures import figure
 
+from hive_core.cli import hive
 from hive_core.hive import init_office
 from hive_core.office import Office
 from hive_core.paths import HivePaths
@@ -122,7 +123,7 @@ async def tick_for(seconds: float) -> Lateness:
 async def one_run(n: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory(dir="/tmp") as d:
         paths = make_home(Path(d))
-        office = Office(paths)
+        office = Office(paths, program=hive)
         app = HiveApp(office)
         async with app.run_test(size=(160, 48)) as pilot:
             end = time.monotonic() + 30

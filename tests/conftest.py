@@ -10,6 +10,7 @@ import pytest
 import pytest_textual_snapshot
 from hypothesis import settings
 
+from hive_core.cli import hive
 from hive_core.config import load_office
 from hive_core.control import ControlServer
 from hive_core.desks.state import AgentState
@@ -62,7 +63,7 @@ class Running:
     """An Office (no agent CLIs) on its own loop in a thread."""
 
     def __init__(self, paths: HivePaths) -> None:
-        self.office = Office(paths, agents=False)
+        self.office = Office(paths, agents=False, program=hive)
         self.loop = asyncio.new_event_loop()
         self.stop = asyncio.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)

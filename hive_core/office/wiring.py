@@ -90,11 +90,12 @@ class Office:
         paths: HivePaths,
         config: OfficeConfig | None = None,
         *,
+        program: Program | None,
         agents: bool = True,
-        program: Program | None = None,
     ) -> None:
         """`program`: the `hive` command line its verbs run with (cli.hive, given by what
-        starts the office); None: an office that runs no verb (a caller is told so)."""
+        starts the office: the office is under the command line, not over it); None: an
+        office that runs no verb, whose callers are told so (a test of the office alone)."""
         self.paths = paths
         self.config = config = config or load_office(paths.office_toml)
         self.with_agents = agents

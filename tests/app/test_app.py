@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from textual.message import Message as TextualMessage
 
+from hive_core.cli import hive
 from hive_core.hive import init_office
 from hive_core.ids import utc_now_iso
 from hive_core.mail import iter_inbox, write_draft
@@ -67,7 +68,7 @@ async def app(short_tmp: Path) -> AsyncIterator[HiveApp]:
     paths.home.mkdir(parents=True)
     paths.office_toml.write_text(_roster(root))
     init_office(paths)
-    yield HiveApp(Office(paths))
+    yield HiveApp(Office(paths, program=hive))
 
 
 def focused_pane(app: HiveApp) -> str | None:
@@ -202,7 +203,7 @@ async def test_missing_cli_says_what_to_install_and_the_rest_works(
     paths.home.mkdir(parents=True)
     paths.office_toml.write_text(_roster(root, missing="jim"))
     init_office(paths)
-    app = HiveApp(Office(paths))
+    app = HiveApp(Office(paths, program=hive))
     async with app.run_test(size=(160, 48)) as pilot:
         await until(pilot, lambda: office_of(app).states["jim"].missing, "jim's CLI found missing")
         await pilot.press("alt+2")
@@ -239,7 +240,7 @@ async def test_the_prefix_key_is_configurable(short_tmp: Path) -> None:
         )
     )
     init_office(paths)
-    app = HiveApp(Office(paths))
+    app = HiveApp(Office(paths, program=hive))
     async with app.run_test(size=(160, 48)) as pilot:
         await until(
             pilot,
@@ -320,7 +321,7 @@ async def test_a_burst_reaches_the_app_once_per_message_and_each_panel_once(
     paths.office_toml.write_text(_roster(root))
     init_office(paths)
     # No agent CLIs: nothing but the burst routes mail (no nudges, no notices).
-    office = Office(paths, agents=False)
+    office = Office(paths, agents=False, program=hive)
     scans_on: set[str] = set()
     scan = office.router.scan
 
@@ -386,7 +387,7 @@ async def test_answering_an_escalation_records_it_on_the_task_and_mails_the_mana
         paths.mailbox("jim"),
         Draft(to="human", act="query", subject="Which vendor?", body="A or B?", task=task.id),
     )
-    app = HiveApp(Office(paths, agents=False))
+    app = HiveApp(Office(paths, agents=False, program=hive))
     async with app.run_test(size=(160, 48)) as pilot:
         [question] = await until(pilot, lambda: list(app.escalations.values()), "the question")
         await pilot.press("ctrl+right_square_bracket", "i", "enter")

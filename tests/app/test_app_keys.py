@@ -20,6 +20,7 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, TabbedContent
 
 from hive_core.actions import ACTIONS, BY_NAME
+from hive_core.cli import hive
 from hive_core.hive import init_office
 from hive_core.ids import utc_now_iso
 from hive_core.mail import iter_inbox, write_draft
@@ -98,7 +99,7 @@ def _home(root: Path, prefix_key: str | None = None) -> HivePaths:
 @pytest.fixture
 async def app(short_tmp: Path) -> AsyncIterator[HiveApp]:
     paths = _home(short_tmp)
-    yield HiveApp(Office(paths))
+    yield HiveApp(Office(paths, program=hive))
 
 
 async def _ready(pilot: Pilot[None], app: HiveApp, agent: str = "michael") -> None:
@@ -117,7 +118,7 @@ def _shown(app: HiveApp) -> str:
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)])
 async def test_the_key_line_is_whole_on_screen(size: tuple[int, int], short_tmp: Path) -> None:
-    app = HiveApp(Office(_home(short_tmp), agents=False))
+    app = HiveApp(Office(_home(short_tmp), agents=False, program=hive))
     async with app.run_test(size=size) as pilot:
         line = app.query_one(KeyLine)
         await until(pilot, lambda: line.size.width == size[0], "the key line laid out")
@@ -276,7 +277,7 @@ async def test_an_escalation_is_answered_from_the_keyboard(short_tmp: Path) -> N
         paths.mailbox("jim"),
         Draft(to="human", act="query", subject="Which vendor?", body="A or B?", needs_human=True),
     )
-    app = HiveApp(Office(paths, agents=False))
+    app = HiveApp(Office(paths, agents=False, program=hive))
     async with app.run_test(size=(160, 48)) as pilot:
         [question] = await until(pilot, lambda: list(app.escalations.values()), "the question")
         await until(pilot, lambda: app.query_one("#inbox-table", DataTable).row_count, "listed")

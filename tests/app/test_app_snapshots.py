@@ -13,6 +13,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from hive_core.cli import hive
 from hive_core.hive import init_office, tighten_modes
 from hive_core.office import Office
 from hive_core.paths import HivePaths
@@ -157,7 +158,7 @@ def seed(paths: HivePaths) -> None:
 def make_app(tmp_path: Path) -> HiveApp:
     paths = HivePaths(tmp_path / "home")
     seed(paths)
-    office = Office(paths, agents=False)
+    office = Office(paths, agents=False, program=hive)
     for agent_id, status, tool in (
         ("michael", "working", "Read"),
         ("jim", "working", "Edit"),

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import msgspec
 
+from hive_core.cli import hive
 from hive_core.cost import UsageFile
 from hive_core.hive import init_office
 from hive_core.ids import utc_now_iso
@@ -59,7 +60,7 @@ async def test_pane_title_and_tasks_tab_show_the_cost(short_tmp: Path) -> None:
     later = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=1)
     transcript.write_text(transcript_line(later.isoformat().replace("+00:00", "Z")) + "\n")
 
-    app = HiveApp(Office(paths))
+    app = HiveApp(Office(paths, program=hive))
     async with app.run_test(size=(160, 48)) as pilot:
         pane = app.pane("jim")
         await until(pilot, lambda: "$0.42" in str(pane.border_title), "the cost in the title")

@@ -12,6 +12,7 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import DataTable
 
+from hive_core.cli import hive
 from hive_core.ids import utc_now_iso
 from hive_core.mail import iter_inbox, write_draft
 from hive_core.office import Office
@@ -63,7 +64,7 @@ async def test_an_answered_escalation_leaves_the_inbox_and_the_managers_mark(
         paths.mailbox("jim"),
         Draft(to="michael", act="query", subject="Budget?", body="Over?", needs_human=True),
     )
-    app = HiveApp(Office(paths, agents=False))
+    app = HiveApp(Office(paths, agents=False, program=hive))
     async with app.run_test(size=(160, 48)) as pilot:
         [item] = await until(pilot, lambda: list(app.escalations.values()), "the escalation")
         manager = app.link.view("michael")
@@ -82,7 +83,7 @@ async def test_an_answered_escalation_leaves_the_inbox_and_the_managers_mark(
 async def test_a_task_question_reaches_the_inbox_and_is_answered_with_enter(
     paths: HivePaths,
 ) -> None:
-    app = HiveApp(Office(paths, agents=False))
+    app = HiveApp(Office(paths, agents=False, program=hive))
     async with app.run_test(size=(160, 48)) as pilot:
         await _watching(pilot, app, paths)
         _ask_on_task(paths, "Postgres or SQLite?")  # as `hive task update --question` does
@@ -101,7 +102,7 @@ async def test_a_task_question_reaches_the_inbox_and_is_answered_with_enter(
 
 async def test_enter_on_a_task_opens_it_with_its_history(paths: HivePaths) -> None:
     _ask_on_task(paths, "Postgres or SQLite?")
-    app = HiveApp(Office(paths, agents=False))
+    app = HiveApp(Office(paths, agents=False, program=hive))
     async with app.run_test(size=(160, 48)) as pilot:
         await _watching(pilot, app, paths)
         # The first commit holds the task as added (todo); the office commits the change.
@@ -135,7 +136,7 @@ async def test_enter_on_a_task_opens_it_with_its_history(paths: HivePaths) -> No
 
 
 async def test_a_message_to_human_rings_once(paths: HivePaths) -> None:
-    app = HiveApp(Office(paths, agents=False))
+    app = HiveApp(Office(paths, agents=False, program=hive))
     written: list[str] = []
     app.write_terminal = written.append  # type: ignore[method-assign,assignment]
     async with app.run_test(size=(160, 48)) as pilot:

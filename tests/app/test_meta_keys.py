@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hive_core.cli import hive
 from hive_core.office import Office
 from hive_tui.app import HiveApp
 from hive_tui.screens.help import HelpScreen
@@ -21,7 +22,7 @@ async def test_alt_digits_off_leaves_alt_n_to_the_agent(short_tmp: Path) -> None
     paths.office_toml.write_text(
         toml.replace('manager = "michael"', 'manager = "michael"\nalt_digits = false', 1)
     )
-    app = HiveApp(Office(paths))
+    app = HiveApp(Office(paths, program=hive))
     async with app.run_test(size=(160, 48)) as pilot:
         await _ready(pilot, app)
         await pilot.press("alt+2", "alt+1")

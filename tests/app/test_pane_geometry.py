@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from hive_core.cli import hive
 from hive_core.hive import init_office
 from hive_core.office import Office
 from hive_core.paths import HivePaths
@@ -58,7 +59,7 @@ async def app(short_tmp: Path) -> AsyncIterator[HiveApp]:
         )
     paths.office_toml.write_text("\n".join(lines))
     init_office(paths)
-    yield HiveApp(Office(paths))
+    yield HiveApp(Office(paths, program=hive))
 
 
 def screen(pane: TerminalPane) -> list[str]:
@@ -206,7 +207,7 @@ async def test_an_exited_agents_last_screen_is_kept_in_every_layout(short_tmp: P
         )
     paths.office_toml.write_text("\n".join(lines))
     init_office(paths)
-    app = HiveApp(Office(paths))
+    app = HiveApp(Office(paths, program=hive))
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, lambda: isinstance(app.focused, TerminalPane), "a focused pane")
         await pilot.press("alt+2")

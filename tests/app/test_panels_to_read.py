@@ -12,6 +12,7 @@ import pytest
 from textual.containers import VerticalScroll
 from textual.widgets import Static, TabbedContent
 
+from hive_core.cli import hive
 from hive_core.hive import init_office
 from hive_core.mail import write_draft
 from hive_core.office import Office
@@ -51,7 +52,7 @@ def _log_text(lines: LogLines) -> str:
 async def test_a_panel_zooms_to_the_whole_screen_and_back(
     size: tuple[int, int], short_tmp: Path
 ) -> None:
-    app = HiveApp(Office(_paths(short_tmp), agents=False))
+    app = HiveApp(Office(_paths(short_tmp), agents=False, program=hive))
     async with app.run_test(size=size) as pilot:
         side = app.query_one("#side")
         await until(pilot, lambda: side.outer_size.width == side_width(size[0]), "the side")
@@ -95,7 +96,7 @@ def test_the_side_panel_widens_and_the_pane_keeps_its_columns() -> None:
 
 async def test_the_inbox_tab_counts_what_waits_and_follows_it(short_tmp: Path) -> None:
     paths = _paths(short_tmp)
-    app = HiveApp(Office(paths, agents=False))
+    app = HiveApp(Office(paths, agents=False, program=hive))
     async with app.run_test(size=(160, 48)) as pilot:
         tab = app.query_one(TabbedContent).get_tab("tab-inbox")
         await until(pilot, lambda: app.escalations == {}, "the inbox read")
@@ -115,7 +116,7 @@ async def test_the_inbox_tab_counts_what_waits_and_follows_it(short_tmp: Path) -
 async def test_the_changes_view_stays_inside_the_screen(
     size: tuple[int, int], short_tmp: Path
 ) -> None:
-    app = HiveApp(Office(_paths(short_tmp), agents=False))
+    app = HiveApp(Office(_paths(short_tmp), agents=False, program=hive))
     async with app.run_test(size=size) as pilot:
         await pilot.press(PREFIX, "v")
         screen = await until(
@@ -131,7 +132,7 @@ async def test_the_changes_view_stays_inside_the_screen(
 
 
 async def test_the_help_screen_shows_each_key_without_markup(short_tmp: Path) -> None:
-    app = HiveApp(Office(_paths(short_tmp), agents=False))
+    app = HiveApp(Office(_paths(short_tmp), agents=False, program=hive))
     async with app.run_test(size=(120, 60)) as pilot:
         await pilot.press(PREFIX, "?")
         assert isinstance(app.screen, HelpScreen)

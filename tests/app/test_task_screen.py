@@ -14,6 +14,7 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Static
 
+from hive_core.cli import hive
 from hive_core.ids import utc_now_iso
 from hive_core.mail import iter_inbox
 from hive_core.office import Office
@@ -65,7 +66,7 @@ def text_of(screen: TaskScreen, selector: str) -> str:
 
 
 async def test_r_retries_the_task_with_its_checkpoint(paths: HivePaths) -> None:
-    app = HiveApp(Office(paths, agents=False))
+    app = HiveApp(Office(paths, agents=False, program=hive))
     async with app.run_test(size=(160, 48)) as pilot:
         screen = await open_task(pilot, app, 0)
         shown = text_of(screen, "#task-text")
@@ -93,7 +94,7 @@ async def test_r_retries_the_task_with_its_checkpoint(paths: HivePaths) -> None:
 
 
 async def test_a_task_with_no_assignee_is_refused_until_one_is_named(paths: HivePaths) -> None:
-    app = HiveApp(Office(paths, agents=False))
+    app = HiveApp(Office(paths, agents=False, program=hive))
     async with app.run_test(size=(160, 48)) as pilot:
         screen = await open_task(pilot, app, 1)
         assert "no checkpoint recorded" in text_of(screen, "#task-text")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from textual.pilot import Pilot
 
+from hive_core.cli import hive
 from hive_core.hive import init_office
 from hive_core.office import Office
 from hive_core.paths import HivePaths
@@ -54,7 +55,7 @@ async def _until(pilot: Pilot[None], predicate: object, what: str) -> None:
 async def test_why_for_the_focused_agent_and_for_the_one_picked_on_the_map(
     tmp_path: Path,
 ) -> None:
-    office = Office(_home(tmp_path), agents=False)
+    office = Office(_home(tmp_path), agents=False, program=hive)
     app = HiveApp(office)
     async with app.run_test(size=(160, 48)) as pilot:
         for agent in ("michael", "jim"):

@@ -11,6 +11,7 @@ import pytest
 from rich.syntax import Syntax
 from textual.widgets import OptionList, Static
 
+from hive_core.cli import hive
 from hive_core.hive import init_office
 from hive_core.office import Office
 from hive_core.paths import HivePaths
@@ -35,7 +36,7 @@ async def app(short_tmp: Path) -> AsyncIterator[HiveApp]:
         f'[[agents]]\nid = "jim"\nname = "Jim"\n{agent}cwd = "{repo}"\n'
     )
     init_office(paths)
-    yield HiveApp(Office(paths))
+    yield HiveApp(Office(paths, program=hive))
 
 
 async def test_prefix_d_shows_each_agents_changed_files_and_their_hunks(app: HiveApp) -> None:

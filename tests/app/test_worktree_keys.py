@@ -13,6 +13,7 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import OptionList, Static
 
+from hive_core.cli import hive
 from hive_core.hive import init_office
 from hive_core.mail import message_names
 from hive_core.office import Office
@@ -39,7 +40,7 @@ def office_app(root: Path, agents: list[str], extra: str = "") -> tuple[HiveApp,
     )
     paths.office_toml.write_text(f'[office]\nmanager = "michael"\n{extra}\n{desks}')
     init_office(paths)
-    return HiveApp(Office(paths)), repo
+    return HiveApp(Office(paths, program=hive)), repo
 
 
 def started(office: Office, agent: str) -> bool:

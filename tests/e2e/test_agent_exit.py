@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from hive_core.agents.claude import ClaudeProvider
+from hive_core.cli import hive
 from hive_core.hive import init_office
 from hive_core.office import Office
 from hive_core.paths import HivePaths
@@ -132,7 +133,7 @@ async def test_the_pane_title_keeps_the_code_and_the_hint_and_the_screen(short_t
     paths.home.mkdir(parents=True)
     paths.office_toml.write_text(roster(root))
     init_office(paths)
-    app = HiveApp(Office(paths))
+    app = HiveApp(Office(paths, program=hive))
     async with app.run_test(size=(200, 48)) as pilot:
         jim = app.pane("jim")
         title = await until(

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from textual.pilot import Pilot
 
+from hive_core.cli import hive
 from hive_core.hive import init_office
 from hive_core.office import Office
 from hive_core.paths import HivePaths
@@ -47,7 +48,7 @@ def _office(root: Path) -> HivePaths:
 @pytest.fixture
 async def app(short_tmp: Path) -> AsyncIterator[HiveApp]:
     root = short_tmp
-    yield HiveApp(Office(_office(root)))
+    yield HiveApp(Office(_office(root), program=hive))
 
 
 def shown(pane: TerminalPane) -> list[str]:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from hive_core.cli import hive
 from hive_core.config import DEFAULT_OFFICE_TOML, load_office
 from hive_core.mail import iter_inbox
 from hive_core.office import Office
@@ -163,7 +164,7 @@ async def test_the_app_hires_from_its_form_and_shows_the_new_pane_and_desk(
 ) -> None:
     serve = ServedOffice(short_tmp / "home", roster=roster(short_tmp), env={"SHELL": "/bin/sh"})
     monkeypatch.setenv("SHELL", "/bin/sh")
-    app = HiveApp(Office(serve.paths))
+    app = HiveApp(Office(serve.paths, program=hive))
     async with app.run_test(size=(160, 48)) as pilot:
         await until(pilot, lambda: isinstance(app.focused, TerminalPane), "a focused pane")
         await pilot.press("ctrl+right_square_bracket", "plus")

@@ -12,6 +12,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from hive_core.cli import hive
 from hive_core.demo.brains import ManagerBrain, WorkerBrain
 from hive_core.demo.office import start_demo
 from hive_core.mail import iter_inbox, message_files
@@ -57,7 +58,7 @@ async def test_a_team_delivers_and_the_person_answers(
     for key, value in demo.env.items():
         monkeypatch.setenv(key, value)
     paths = demo.paths
-    app = HiveApp(Office(paths))
+    app = HiveApp(Office(paths, program=hive))
     try:
         async with app.run_test(size=(160, 48)) as pilot:
             office = office_of(app)

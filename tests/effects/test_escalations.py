@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from hive_core.cli import hive
 from hive_core.desks.state import AgentState, AgentStates
 from hive_core.ids import created_at_of, new_message_id, utc_now_iso
 from hive_core.mail import iter_inbox, write_draft
@@ -141,7 +142,7 @@ async def _route(office: Office) -> None:
 async def test_an_answered_escalation_to_the_manager_waits_no_more_and_stays_the_managers(
     paths: HivePaths,
 ) -> None:
-    office = Office(paths, agents=False)
+    office = Office(paths, agents=False, program=hive)
     office.prepare()
     write_draft(
         paths.mailbox("jim"),
@@ -163,7 +164,7 @@ async def test_an_answered_escalation_to_the_manager_waits_no_more_and_stays_the
 
 
 async def test_a_task_question_waits_and_its_answer_goes_on_the_task(paths: HivePaths) -> None:
-    office = Office(paths, agents=False)
+    office = Office(paths, agents=False, program=hive)
     office.prepare()
     now = utc_now_iso()
     with tasks.locked(paths):
@@ -248,7 +249,7 @@ async def test_the_office_tells_its_manager_of_a_prompt_left_open(short_tmp: Pat
             'manager = "michael"', 'manager = "michael"\npermission_tell_after_s = 0.05', 1
         )
     )
-    office = Office(paths, agents=False)
+    office = Office(paths, agents=False, program=hive)
     office.prepare()
     with office.states.edit("jim") as s:
         s.prompt = "Bash: make deploy"

@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hive_core import control
+from hive_core.cli import hive
 from hive_core.control import REQUEST_MAX, ControlServer
 from hive_core.events.hook_socket import EVENT_DEPTH_MAX, HookServer, nested_deeper
 from hive_core.events.unread import UnreadIndex
@@ -404,7 +405,7 @@ def test_a_hostile_registry_is_ignored_and_the_office_starts(
     else:
         paths.registry.write_bytes(content)
     assert read_registry(paths) is None
-    assert Office(paths, agents=False).states.keys() == {a.id for a in good.agents}
+    assert Office(paths, agents=False, program=hive).states.keys() == {a.id for a in good.agents}
 
 
 def test_nested_deeper_counts_levels() -> None:
