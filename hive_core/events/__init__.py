@@ -1,2 +1,2 @@
 """The event plane: hook frames in, decisions out (policy.py pure, plane.py effects,
-server.py the socket)."""
+hook_socket.py the socket)."""
