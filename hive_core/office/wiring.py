@@ -441,7 +441,7 @@ class Office:
 
     async def add_agent(self, spec: AgentSpec) -> None:
         """A hired agent (hive_core/team/hire.py, already in office.toml) joins the running
-        office as start-up would have made it: its mailbox, the router's floor, the hook
+        office as start-up would have made it: its mailbox, the router's roster, the hook
         policy's roster, its state (the registry and the app hear of it), its CLI, and a
         word to the manager."""
         loop = asyncio.get_running_loop()
