@@ -87,10 +87,6 @@ class RouteDriver:
         self.thread = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="route"
         )
-        # The hive watcher's own thread (`_watch_thread`), for as long as the office runs.
-        self.watcher = concurrent.futures.ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="watch"
-        )
         self.loop: asyncio.AbstractEventLoop | None = None
         # The reports of the route pass under way (route thread only), see _route_pass.
         self._gathered: list[RouteStats] | None = None
@@ -197,7 +193,7 @@ class RouteDriver:
         relay = loop.create_task(stop.wait())
         relay.add_done_callback(lambda _: halt.set())
         try:
-            await loop.run_in_executor(self.watcher, self._watch_thread, loop, halt)
+            await asyncio.to_thread(self._watch_thread, loop, halt)
         finally:
             halt.set()
             relay.cancel()

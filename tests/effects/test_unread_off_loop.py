@@ -7,7 +7,6 @@ pass runs, what it delivered is read into the index on a worker, not by the loop
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 from pathlib import Path
 from typing import Any, cast
@@ -41,12 +40,8 @@ def message_bytes(n: int, subject: str = "hello") -> bytes:
 
 
 def deliver(inbox: Path, first: int, count: int) -> None:
-    """Whole files only, as the router writes them (a reader never sees one half
-    written)."""
     for n in range(first, first + count):
-        part = inbox / f"part-{n}"
-        part.write_bytes(message_bytes(n))
-        os.rename(part, inbox / f"20260101T000000{n:06d}Z-aaaaaa.json")
+        (inbox / f"20260101T000000{n:06d}Z-aaaaaa.json").write_bytes(message_bytes(n))
 
 
 def test_a_reader_never_waits_while_another_thread_reads_a_burst(
