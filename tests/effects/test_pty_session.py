@@ -305,7 +305,11 @@ def test_start_spawns_off_the_loop_and_a_cancelled_start_leaves_no_child(tmp_pat
             assert time.monotonic() < deadline, "the cancelled start never spawned"
             await asyncio.sleep(0.02)
         ((leader, _),) = new
+        # Both sleeps, unless the end came before bash reached its trap (a loaded
+        # machine): then the leader is gone with nothing started, which ends as well.
         while list((members := session_members(leader)).values()).count("sleep") < 2:
+            if not members and not survivors(new):
+                break
             assert time.monotonic() < deadline, f"two sleeps: {members}"
             await asyncio.sleep(0.02)
         # Ended although nobody holds its session.
