@@ -220,7 +220,14 @@ def test_serve_starts_on_a_garbage_index(home: Path, tmp_path: Path) -> None:
     try:
         run("hive", "send", "--to", "pam", "--body", "hello", home=home, agent="jim")
         # Any commit of the run: a later one (the registry, the log) may follow it.
-        wait_for(lambda: "route: 1 message" in git(home / "hive", "log"), "the commit", 60)
+        try:
+            wait_for(lambda: "route: 1 message" in git(home / "hive", "log"), "the commit", 60)
+        except AssertionError:
+            # It has timed out only inside full CI runs: say what the office and git said.
+            raise AssertionError(
+                f"no route commit in 60 s.\ngit log:\n{git(home / 'hive', 'log', '--oneline')}"
+                f"\nserve said:\n{office.log.read_text(errors='replace')[-4000:]}"
+            ) from None
     finally:
         assert office.stop() == 0
     assert git(home / "hive", "status", "--porcelain") == ""
