@@ -58,10 +58,13 @@ WAITING = f"hive: waiting for the office to answer (up to {WAIT_S:.0f} s)...\n"
 # the office runs them in a process of their own, hive_core/remote/relay.py).
 LOCAL = {
     "mcp": "a stdio server that lives as long as the agent's CLI",
-    "memory": "`memory edit` opens an editor on this terminal; semantic search loads its model",
-    "merge": "it asks the person to confirm on this terminal",
+    "memory": "search without an office loads the model; tidy asks the agent's CLI and "
+    "reindex reads the whole hive, for as long as they take; edit opens an editor",
     "ci-logs": "it runs `gh` over the network for as long as the download takes",
 }
+# ... but for these memory verbs, which change one entry and end at once (`edit` only
+# with its text on the command line or stdin: without --text it may open an editor).
+MEMORY_IN_OFFICE = frozenset({"note", "forget", "promote"})
 # Words after the verb that keep it here: help is sized to this terminal, --home after
 # the verb names an office this process has not looked up, and `log --follow` lives
 # until Ctrl+C.
@@ -111,7 +114,9 @@ def runs_in_office(words: list[str], *, contained: bool = False) -> bool:
     contained desk's LOCAL verbs go to the office too: its process cannot write what they
     write (memory.db, the CI-log cache), so the office runs them as the desk, in a
     process of their own (office/verbs.py)."""
-    if not words or words[0].startswith("-") or (words[0] in LOCAL and not contained):
+    if not words or words[0].startswith("-"):
+        return False
+    if words[0] in LOCAL and not contained and not _memory_in_office(words):
         return False
     for word in words[1:]:
         if word == "--":
@@ -166,21 +171,41 @@ def run(argv: list[str]) -> int | None:
     return _call(control_socket(home), words, home)
 
 
+def _memory_in_office(words: list[str]) -> bool:
+    if words[0] != "memory" or len(words) < 2:
+        return False
+    options = words[: words.index("--")] if "--" in words else words
+    return words[1] in MEMORY_IN_OFFICE or (
+        words[1] == "edit" and any(w == "--text" or w.startswith("--text=") for w in options)
+    )
+
+
 def _request(argv: list[str]) -> bytes | None:
-    """The request line, None if a word cannot be sent as text (bytes that are not
-    UTF-8, which the full `hive` reports)."""
+    """The request line of this process's call, None if a word cannot be sent as text
+    (bytes that are not UTF-8, which the full `hive` reports)."""
     try:
         cwd = os.getcwd()
     except OSError:
         cwd = ""
-    agent = os.environ.get("HIVE_AGENT_ID")
-    tty = ",".join("true" if _isatty(fd) else "false" for fd in (0, 1, 2))
+    return request_line(
+        argv,
+        cwd=cwd,
+        tty=[_isatty(fd) for fd in (0, 1, 2)],
+        secret=os.environ.get("HIVE_SECRET", ""),
+        agent=os.environ.get("HIVE_AGENT_ID"),
+    )
+
+
+def request_line(
+    argv: list[str], *, cwd: str, tty: list[bool], secret: str, agent: str | None
+) -> bytes | None:
+    """The `hive` request (the module's docstring), None if a word is not UTF-8 text."""
     fields = [
         '"cmd":"hive"',
         '"argv":[' + ",".join(_quoted(word) for word in argv) + "]",
         '"cwd":' + _quoted(cwd),
-        f'"tty":[{tty}]',
-        '"secret":' + _quoted(os.environ.get("HIVE_SECRET", "")),
+        '"tty":[' + ",".join("true" if t else "false" for t in tty) + "]",
+        '"secret":' + _quoted(secret),
     ]
     if agent is not None:
         fields.append('"agent":' + _quoted(agent))

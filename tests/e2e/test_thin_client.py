@@ -390,13 +390,19 @@ def test_the_client_imports_no_cli(office: ServedOffice) -> None:
 
 
 def test_what_stays_in_the_callers_process() -> None:
-    for words in (["mcp"], ["memory", "search", "x"], ["merge", "jim"], ["log", "-f"],
+    for words in (["mcp"], ["memory", "search", "x"], ["memory", "tidy"], ["memory", "edit", "m1"],
+                  ["memory", "reindex"], ["memory", "forget", "m1", "--help"], ["log", "-f"],
                   ["log", "-n", "5", "--follow"], ["send", "--help"], ["inbox", "--home", "/x"],
                   [], ["--version"]):  # fmt: skip
         assert not runs_in_office(words), words
-    for words in (["send", "--to", "pam", "-"], ["log", "-n", "5"], ["task", "list"]):
+    # What changes one entry and ends at once runs in the office, as the person's app
+    # runs it too (a merge asks nothing: `hive-office merge` is the one that asks).
+    for words in (["send", "--to", "pam", "-"], ["log", "-n", "5"], ["task", "list"],
+                  ["merge", "jim"], ["memory", "note", "x"], ["memory", "forget", "m1"],
+                  ["memory", "promote", "m1"], ["memory", "edit", "m1", "--text", "-"],
+                  ["memory", "edit", "m1", "--text=new"]):  # fmt: skip
         assert runs_in_office(words), words
-    assert set(LOCAL) == {"mcp", "memory", "merge", "ci-logs"}
+    assert set(LOCAL) == {"mcp", "memory", "ci-logs"}
     # A contained desk's process cannot write what those verbs write: they go to the
     # office, which runs them as the desk in a process of its own. Help stays here.
     for verb in LOCAL:
