@@ -36,13 +36,13 @@ from hive_core.clients.protocol import AgentView
 from hive_core.cost import label
 from hive_core.health import Problem
 from hive_core.hint import office_command
-from hive_core.mail import DraftRefused, send
 from hive_core.memory import Hit, Mode, SearchScope, search
 from hive_core.office import Office
 from hive_core.render import status_words, why_text
 from hive_core.schema import HUMAN, ControlRequest, Draft, Message
 from hive_core.status import TITLE_KINDS
 from hive_core.worktrees import office_review, read_overlaps
+from hive_tui import verbs
 from hive_tui.bridge import Bridge, HiveLoaded, MailRouted
 from hive_tui.commands import key_line, person_action, view_action
 from hive_tui.link import LocalLink, OfficeLink, Route
@@ -193,7 +193,9 @@ class HiveApp(App[None], inherit_bindings=False):
                 with TabPane("Inbox", id="tab-inbox"):
                     yield InboxPanel(id="inbox")
                 with TabPane("Memory", id="tab-memory"):
-                    yield MemoryPanel(self._memory_search, self.link.paths, id="memory")
+                    yield MemoryPanel(
+                        self._memory_search, self.link.paths, self.link.hive, id="memory"
+                    )
         yield Static("", id="health")
         yield KeyLine(self.prefix_label, alt_digits=self.alt_digits, id="keys")
 
@@ -466,7 +468,7 @@ class HiveApp(App[None], inherit_bindings=False):
     def _open_task(self, event: TasksPanel.Open) -> None:
         task = self.query_one(TasksPanel).task_of(event.task_id)
         if task is not None:
-            self.push_screen(TaskScreen(task, self.link.paths))
+            self.push_screen(TaskScreen(task, self.link.paths, self.link.hive))
 
     @on(InboxPanel.Open)
     def _open_mail(self, event: InboxPanel.Open) -> None:
@@ -718,9 +720,7 @@ class HiveApp(App[None], inherit_bindings=False):
 
     def action_diff(self) -> None:
         link = self.link
-        self.push_screen(
-            DiffScreen(lambda: office_review(link.paths, link.config), link.paths, link.config)
-        )
+        self.push_screen(DiffScreen(lambda: office_review(link.paths, link.config), link.hive))
 
     def _send(self, draft: Draft | None) -> None:
         if draft is None:
@@ -728,16 +728,10 @@ class HiveApp(App[None], inherit_bindings=False):
         self.run_worker(self._send_draft(draft))
 
     async def _send_draft(self, draft: Draft) -> None:
-        link = self.link
-        try:
-            # The send path every sender takes (checked, queued, the router nudged); its
-            # atomic write ends in an fsync: not on the loop.
-            await asyncio.to_thread(send, link.paths, link.config, HUMAN, draft)
-        except DraftRefused as exc:
-            self.notify(f"Your message was not sent: {exc}", severity="error")
-            return
-        except OSError as exc:
-            self.notify(f"Your message could not be written: {exc}", severity="error")
+        argv, body = verbs.send(draft)
+        sent = await self.link.hive(argv, body)
+        if sent.code != 0:
+            self.notify(f"Your message was not sent: {sent.said}", severity="error")
             return
         self.notify(f"Sent to {draft.to}.")
 

@@ -26,6 +26,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
 
+from hive_client.aio import VerbResult
+from hive_client.aio import call as call_verb
 from hive_core.clients.protocol import (
     PROTOCOL_VERSION,
     Action,
@@ -109,6 +111,10 @@ class OfficeLink(Protocol):
         """The panes the app shows now."""
 
     async def perform(self, req: ControlRequest) -> ControlReply: ...
+    async def hive(self, argv: list[str], stdin: bytes = b"") -> VerbResult:
+        """`hive ARGV` run by the office as the person: the verbs every caller has (mail,
+        tasks, memory, merge), so the app does what a person's `hive` does, the same way."""
+
     async def run(self, stop: asyncio.Event) -> str | None:
         """Until `stop` is set or the office goes; why it went (None: stopped here)."""
 
@@ -186,6 +192,11 @@ class LocalLink:
 
     async def perform(self, req: ControlRequest) -> ControlReply:
         return await self.office.person.perform(req)
+
+    async def hive(self, argv: list[str], stdin: bytes = b"") -> VerbResult:
+        # Over the office's own control socket, as a client's: the verb runs on the
+        # office's worker thread, never on this loop, which is the office's too.
+        return await call_verb(str(self.paths.control_socket), argv, stdin=stdin)
 
     async def run(self, stop: asyncio.Event) -> str | None:
         self._stop = stop
@@ -353,6 +364,9 @@ class SocketLink:
             return await reply
         finally:
             self._replies.pop(ident, None)
+
+    async def hive(self, argv: list[str], stdin: bytes = b"") -> VerbResult:
+        return await call_verb(str(self.paths.control_socket), argv, stdin=stdin)
 
     # --- the office -> the app ---------------------------------------------------------
 

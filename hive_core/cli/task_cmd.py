@@ -428,6 +428,6 @@ def retry(task_id: str, to: str | None) -> None:
     caller = _writer()
     with _ledger_errors():
         retried, request = tasks.retry_as(caller.paths, caller.config, caller.who, task_id, to)
-    click.echo(f"{task_id} is attempt {retried.attempts}, assigned to {retried.assignee}")
+    click.echo(tasks.retried_line(retried, request))
     if request is not None:
         post(caller, request)

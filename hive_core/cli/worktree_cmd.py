@@ -65,6 +65,8 @@ def _mail_manager(paths: HivePaths, config: OfficeConfig) -> Callable[[str, str]
             mail.send(paths, config, HUMAN, draft)
         except (mail.DraftRefused, OSError) as e:
             click.echo(f"(the manager could not be told: {e})", err=True)
+        else:
+            click.echo(f"{config.office.manager} was told.")
 
     return tell
 

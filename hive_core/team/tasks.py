@@ -324,6 +324,15 @@ def retry_as(
     return retried, request
 
 
+def retried_line(task: Task, request: Draft | None) -> str:
+    """What a retry did, in one sentence for whoever asked for it."""
+    said = f"{task.id} is attempt {task.attempts}, assigned to {task.assignee}"
+    if request is None:
+        return f"{said}."
+    carries = "the last checkpoint" if task.checkpoint else "the spec (no checkpoint)"
+    return f"{said}; the request with {carries} goes to {request.to}."
+
+
 def retry_request(config: OfficeConfig, who: str, task: Task) -> Draft | None:
     """The request that gives the task out again: where the last attempt got to first,
     then the spec (cut if both would not fit in one message); checked as `who`'s mail."""

@@ -28,11 +28,12 @@ from hive_core.worktrees.git import (
     running_children,
 )
 from hive_core.worktrees.keeper import WorktreeKeeper, read_overlaps, remove
-from hive_core.worktrees.merge import plan_merge, render_plan, render_stat, run_merge
+from hive_core.worktrees.merge import DRY_RUN_ENDS, plan_merge, render_plan, render_stat, run_merge
 from hive_core.worktrees.place import place, read_record, record_for
 from hive_core.worktrees.review import AgentReview, changed_files, office_review, patch, review
 
 __all__ = [
+    "DRY_RUN_ENDS",
     "LOCAL",
     "AgentReview",
     "NoFolder",

@@ -34,6 +34,10 @@ class MergePlan(NamedTuple):
     run: Git = LOCAL  # where the repository's git runs (a remote desk's host)
 
 
+# A dry run's last line, after the plan (the app asks its question with the plan above).
+DRY_RUN_ENDS = "dry run: nothing merged."
+
+
 def plan_merge(paths: HivePaths, agent_id: str) -> MergePlan:
     """What merging the agent's branch into its base would do; writes nothing (the
     check is git merge-tree, which touches no worktree or ref). A remote desk's runs on
@@ -192,12 +196,10 @@ def run_merge(
         return 0
     echo(render_plan(plan))
     if dry_run:
-        echo("dry run: nothing merged.")
+        echo(DRY_RUN_ENDS)
         return 0
     if not ask(f"Merge into {record.base_branch}?"):
         echo("not merged.")
         return 1
     echo(apply_merge(plan))
     return 0
-
-

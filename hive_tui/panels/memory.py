@@ -9,9 +9,9 @@ person sees the team's notes; only agents are kept out of each other's). The mod
 switch (keyword, semantic, hybrid) is there when the `semantic` extra is installed.
 
 On a picked result `f` forgets the entry (asked first) and `e` edits its text, as the
-person, through hive_core.memory's forget and edit (what `hive memory forget/edit` call):
-office knowledge (board, promoted) yes; an agent's private memory, mail, tasks and
-triage no, and the refusal is said with nothing changed.
+person: `hive memory forget/edit`, run by the office (hive_tui/verbs.py). Office
+knowledge (board, promoted) yes; an agent's private memory, mail, tasks and triage no,
+and the refusal is said before anything is asked or opened, nothing changed.
 """
 
 from __future__ import annotations
@@ -30,20 +30,20 @@ from textual.widget import Widget
 from textual.widgets import Input, OptionList, Select, Static
 from textual.widgets.option_list import Option
 
+from hive_client.aio import VerbResult
 from hive_core.memory import (
     SEMANTIC_HINT,
     Hit,
     Mode,
     SearchScope,
     changeable,
-    edit,
-    forget,
     open_store,
     semantic_missing,
 )
 from hive_core.paths import HivePaths
 from hive_core.schema import HUMAN
 from hive_core.text import shown as clean
+from hive_tui import verbs
 from hive_tui.screens.confirm import ConfirmScreen
 from hive_tui.screens.memory_edit import REFUSALS, MemoryEditScreen
 
@@ -100,6 +100,7 @@ class MemoryPanel(Vertical):
         self,
         search: Search,
         paths: HivePaths,
+        hive: verbs.Run,
         *,
         semantic: bool | None = None,
         id: str | None = None,
@@ -107,6 +108,7 @@ class MemoryPanel(Vertical):
         super().__init__(id=id)
         self._search = search
         self._paths = paths
+        self._hive = hive
         self._hits: list[Hit] = []
         self._query = ""
         # The mode switch only where semantic search can run (the extra is installed).
@@ -253,12 +255,11 @@ class MemoryPanel(Vertical):
         )
         if not await self.app.push_screen_wait(ConfirmScreen(question)):
             return
-        try:
-            await asyncio.to_thread(forget, self._paths, hit.id, HUMAN)
-        except REFUSALS as exc:
-            self._say(str(exc), refused=True)
+        forgot = await self._hive(verbs.forget(hit.id), b"")
+        if forgot.code != 0:
+            self._say(forgot.said, refused=True)
             return
-        self._say(f"Forgot {hit.id} ({entry.source} in {entry.path}).")
+        self._say(verbs.sentence(forgot.out))
         self._start()
 
     async def _edit(self, hit: Hit) -> None:
@@ -272,7 +273,6 @@ class MemoryPanel(Vertical):
             self._say(said)
             self._start()
 
-    def _save(self, entry_id: str, text: str) -> str:
-        """On the edit screen's thread."""
-        changed = edit(self._paths, entry_id, HUMAN, text)
-        return f"Edited {entry_id}; it is now {changed.id} ({changed.path})."
+    async def _save(self, entry_id: str, text: str) -> VerbResult:
+        argv, stdin = verbs.edit(entry_id, text)
+        return await self._hive(argv, stdin)

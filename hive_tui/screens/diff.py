@@ -1,9 +1,10 @@
 """The Diff view: agents with changes against their base, each file with its +/-
 counts, and the hunks of the picked file in colour.
 
-The git work is hive_core's (`worktrees.office_review`, and `m`'s merge the same course as
-`hive-office merge`); it runs on a thread, never on the app's loop (each refresh stats
-every file of every worktree).
+The git work is hive_core's (`worktrees.office_review`), on a thread, never on the app's
+loop (each refresh stats every file of every worktree); `m` merges as the person's `hive
+merge` does, run by the office (hive_tui/verbs.py): its dry run is the question, and a
+conflict is told to the manager by the verb.
 """
 
 from __future__ import annotations
@@ -23,11 +24,9 @@ from textual.screen import ModalScreen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from hive_core import mail
-from hive_core.paths import HivePaths
-from hive_core.schema import HUMAN, Draft, OfficeConfig
-from hive_core.worktrees import AgentReview, WorktreeError, plan_merge, render_plan, run_merge
+from hive_core.worktrees import DRY_RUN_ENDS, AgentReview
 from hive_core.worktrees.plan import FilePatch
+from hive_tui import verbs
 from hive_tui.screens.confirm import ConfirmScreen
 
 Load = Callable[[], list[AgentReview]]
@@ -84,11 +83,10 @@ class DiffScreen(ModalScreen[None]):
         Binding("m", "merge", "merge"),
     ]
 
-    def __init__(self, load: Load, paths: HivePaths, config: OfficeConfig) -> None:
+    def __init__(self, load: Load, hive: verbs.Run) -> None:
         super().__init__()
         self._load = load
-        self._paths = paths
-        self._config = config
+        self._hive = hive
         self._reviews: dict[str, AgentReview] = {}
 
     def compose(self) -> ComposeResult:
@@ -150,41 +148,22 @@ class DiffScreen(ModalScreen[None]):
             self.run_worker(self._merge(agent), group="merge", exclusive=True)
 
     async def _merge(self, agent: str) -> None:
-        """The person's `hive-office merge AGENT`: the question on a ConfirmScreen, asked
-        before run_merge's thread so the thread never waits on the screen."""
-        lines: list[str] = []
-        asked = ""
-
-        def echo(text: str) -> None:
-            if text != asked:  # the plan: the person read it on the question
-                lines.append(text)
-
-        try:
-            plan = await asyncio.to_thread(plan_merge, self._paths, agent)
-            yes = False
-            if plan.check.clean and plan.ahead:
-                asked = render_plan(plan)
-                question = f"{asked}\n\nMerge into {plan.record.base_branch}?"
-                yes = await self.app.push_screen_wait(ConfirmScreen(question))
-            await asyncio.to_thread(
-                run_merge,
-                plan,
-                ask=lambda _q: yes,
-                echo=echo,
-                tell_manager=lambda subject, body: self._tell_manager(subject, body, lines),
-            )
-        except WorktreeError as e:
-            lines.append(f"{str(e).rstrip('.')}.")
+        """The person's `hive merge AGENT`: its dry run shows what would be merged, asked
+        on a ConfirmScreen; only a yes runs the merge."""
+        plan = await self._hive(verbs.merge(agent, dry_run=True), b"")
+        said = plan.out.rstrip("\n")
+        if plan.code == 0 and said.endswith(DRY_RUN_ENDS):
+            asked = said.removesuffix(DRY_RUN_ENDS).rstrip("\n")
+            if await self.app.push_screen_wait(ConfirmScreen(f"{asked}\n\nMerge?")):
+                merged = await self._hive(verbs.merge(agent, dry_run=False), b"")
+                # The plan again, which the person has just read, then what was done.
+                said = merged.out.rstrip("\n").removeprefix(asked).lstrip("\n")
+                said = "\n".join(t for t in (said, merged.err.strip()) if t)
+            else:
+                said = "not merged."
+        else:
+            said = "\n".join(t for t in (said, plan.err.strip()) if t)
         result = self.query_one("#diff-result", Static)
-        result.update(Text("\n".join(lines)))
+        result.update(Text(said.removeprefix("hive: ")))
         result.display = True
         await self._refresh()
-
-    def _tell_manager(self, subject: str, body: str, lines: list[str]) -> None:
-        draft = Draft(to=self._config.office.manager, subject=subject, body=body)
-        try:
-            mail.send(self._paths, self._config, HUMAN, draft)
-        except (mail.DraftRefused, OSError) as e:
-            lines.append(f"(the manager could not be told: {e})")
-        else:
-            lines.append(f"{self._config.office.manager} was told.")

@@ -1,26 +1,28 @@
 """Edit one memory entry's text as the person (the Memory tab's `e`): the entry's text in
 a TextArea; ctrl+s saves it into the hive file it came from, esc leaves it as it was.
 
-The save runs here, on a thread, so that a refusal (a line markdown would read as a
-heading, the entry changed meanwhile) is said while the text stays open to fix."""
+The save (`hive memory edit`, run by the office) is awaited here, so that a refusal (a
+line markdown would read as a heading, the entry changed meanwhile) is said while the
+text stays open to fix."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from rich.markup import escape
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Label, TextArea
 
+from hive_client.aio import VerbResult
 from hive_core.config import ConfigError
 from hive_core.memory import Entry, MemoryStoreError
+from hive_tui import verbs
 from hive_tui.screens.form import FormScreen
 
-# Saves the new text (on a thread); returns what was done, or raises one of REFUSALS
-# saying why not.
-Save = Callable[[str], str]
+# Saves the new text: what the verb did, or why not.
+Save = Callable[[str], Awaitable[VerbResult]]
+# Why the person may not change an entry, as the memory library says it.
 REFUSALS = (ValueError, MemoryStoreError, ConfigError, OSError)
 
 
@@ -67,10 +69,9 @@ class MemoryEditScreen(FormScreen[str]):
             self.run_worker(self._save(text), exclusive=True)
 
     async def _save(self, text: str) -> None:
-        try:
-            said = await asyncio.to_thread(self.save, text)
-        except REFUSALS as exc:
+        saved = await self.save(text)
+        if saved.code != 0:
             self._busy = False
-            self.error(escape(str(exc)))
+            self.error(escape(saved.said))
             return
-        self.dismiss(said)
+        self.dismiss(verbs.sentence(saved.out))

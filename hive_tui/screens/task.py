@@ -4,9 +4,9 @@ answered) and every change to it the hive's git history holds (the office commit
 ledger as it changes: status, assignee, priority, title, dependencies, result). Agents
 write titles, specs and questions: all shown as Text.
 
-`r` retries the task as the person, as `hive task retry ID [--to AGENT]` does (the same
-function, tasks.retry_as): one more attempt, status doing, and the assignee mailed the spec with the
-last checkpoint."""
+`r` retries the task as the person: `hive task retry ID [--to AGENT]`, run by the office
+(hive_tui/verbs.py): one more attempt, status doing, and the assignee mailed the spec with
+the last checkpoint."""
 
 from __future__ import annotations
 
@@ -26,13 +26,11 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
-from hive_core.config import ConfigError, load_office
-from hive_core.mail import send
 from hive_core.paths import HivePaths
-from hive_core.schema import HUMAN, Ledger, Task
-from hive_core.team.tasks import LedgerError, retry_as
+from hive_core.schema import Ledger, Task
 from hive_core.text import one_line
 from hive_core.text import shown as clean
+from hive_tui import verbs
 from hive_tui.panels.tasks import task_detail
 from hive_tui.screens.form import FormScreen
 
@@ -135,25 +133,13 @@ def task_text(task: Task, committed: list[Event]) -> Text:
     return text
 
 
-def retry_for_person(paths: HivePaths, task_id: str, to: str | None) -> tuple[Task | None, str]:
-    """`hive task retry` as the person (on a thread: the ledger lock, disk, the router's
-    nudge): the task as retried and what was done, or None and why not."""
+def read_task(paths: HivePaths, task_id: str) -> Task | None:
+    """The task as the ledger holds it now (None: gone, or the ledger unreadable)."""
     try:
-        # office.toml as it is now: an agent hired since the app started can take it.
-        config = load_office(paths.office_toml)
-        retried, request = retry_as(paths, config, HUMAN, task_id, to)
-    except (ConfigError, LedgerError, OSError) as e:
-        return None, str(e)
-    said = f"{task_id} is attempt {retried.attempts}, assigned to {retried.assignee}"
-    if request is None:
-        return retried, f"{said}."
-    try:
-        # Checked by retry_as before the ledger was written; only the disk can fail here.
-        send(paths, config, HUMAN, request)
-    except OSError as e:
-        return retried, f"{said}, but the request to {request.to} was not written: {e}"
-    carries = "the last checkpoint" if retried.checkpoint else "the spec (no checkpoint)"
-    return retried, f"{said}; the request with {carries} went to {request.to}."
+        ledger = msgspec.json.decode(paths.tasks.read_bytes(), type=Ledger)
+    except (OSError, msgspec.ValidationError, msgspec.DecodeError):
+        return None
+    return next((t for t in ledger.tasks if t.id == task_id), None)
 
 
 class RetryScreen(FormScreen[str]):
@@ -168,10 +154,11 @@ class RetryScreen(FormScreen[str]):
     #error { color: $error; height: auto; }
     """
 
-    def __init__(self, task: Task, paths: HivePaths) -> None:
+    def __init__(self, task: Task, paths: HivePaths, hive: verbs.Run) -> None:
         super().__init__()
         self.task_retried = task
         self.paths = paths
+        self._hive = hive
         # What the retry left the task as (None until it is retried).
         self.retried: Task | None = None
         self._busy = False
@@ -206,12 +193,13 @@ class RetryScreen(FormScreen[str]):
 
     async def _retry(self, to: str | None) -> None:
         task_id = self.task_retried.id
-        self.retried, said = await asyncio.to_thread(retry_for_person, self.paths, task_id, to)
+        done = await self._hive(verbs.retry(task_id, to), b"")
         self._busy = False
-        if self.retried is None:
-            self.error(escape(said))
+        if done.code != 0:
+            self.error(escape(done.said))
             return
-        self.dismiss(said)
+        self.retried = await asyncio.to_thread(read_task, self.paths, task_id)
+        self.dismiss(done.out.strip())
 
 
 class TaskScreen(ModalScreen[None]):
@@ -227,10 +215,11 @@ class TaskScreen(ModalScreen[None]):
         Binding("r", "retry", "retry"),
     ]
 
-    def __init__(self, task: Task, paths: HivePaths) -> None:
+    def __init__(self, task: Task, paths: HivePaths, hive: verbs.Run) -> None:
         super().__init__()
         self.task_shown = task
         self.paths = paths
+        self._hive = hive
         # Set once the git history is read and shown.
         self.history_read = False
 
@@ -250,7 +239,7 @@ class TaskScreen(ModalScreen[None]):
         self.history_read = True
 
     def action_retry(self) -> None:
-        form = RetryScreen(self.task_shown, self.paths)
+        form = RetryScreen(self.task_shown, self.paths, self._hive)
 
         def done(said: str | None) -> None:
             if said is None or form.retried is None:

@@ -11,6 +11,7 @@ import pytest
 from textual.app import App, ComposeResult
 from textual.widgets import OptionList, Select, Static
 
+from hive_client.aio import VerbResult
 from hive_core.hive import init_office
 from hive_core.memory import Hit, embed, note, open_store
 from hive_core.memory.store import Mode, SearchScope
@@ -40,6 +41,10 @@ def searcher(paths: HivePaths) -> Callable[[str, SearchScope, Mode], list[Hit]]:
     return search
 
 
+async def no_verbs(argv: list[str], stdin: bytes) -> VerbResult:
+    raise AssertionError(f"a search ran `hive {' '.join(argv)}`: it changes nothing")
+
+
 class TabApp(App[None]):
     def __init__(self, panel: MemoryPanel) -> None:
         super().__init__()
@@ -55,7 +60,7 @@ def shown(app: TabApp) -> list[str]:
 
 
 async def test_scope_all_shows_every_agents_memory_labelled_by_owner(home: HivePaths) -> None:
-    app = TabApp(MemoryPanel(searcher(home), home, semantic=False))
+    app = TabApp(MemoryPanel(searcher(home), home, no_verbs, semantic=False))
     async with app.run_test(size=(120, 40)) as pilot:
         assert not app.query("#memory-mode"), "no mode switch without the extra"
         assert "scripts/setup --semantic" in str(app.query_one("#memory-status", Static).render())
@@ -82,7 +87,7 @@ async def test_scope_all_shows_every_agents_memory_labelled_by_owner(home: HiveP
 
 
 async def test_the_mode_switch_reaches_the_search(home: HivePaths) -> None:
-    app = TabApp(MemoryPanel(searcher(home), home, semantic=True))
+    app = TabApp(MemoryPanel(searcher(home), home, no_verbs, semantic=True))
     async with app.run_test(size=(120, 40)) as pilot:
         app.query_one("#memory-mode", Select).value = "semantic"
         app.panel.focus_target().focus()

@@ -1,7 +1,8 @@
 """Issue 16 in the app: the person forgets (`f`, asked first) and edits (`e`) memory from
-the Memory tab, through the library `hive memory forget/edit` call: office knowledge
-yes, an agent's private memory no (said, nothing changed). A real index and real hive
-files behind it, driven by Pilot."""
+the Memory tab, with `hive memory forget/edit` run by a real office (`hive-office serve`,
+issue 25: the app changes nothing itself): office knowledge yes, an agent's private
+memory no (said, nothing changed). A real index and real hive files behind it, driven
+by Pilot."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import Input, OptionList, Select, Static, TextArea
 
+from hive_client.aio import VerbResult, call
 from hive_core.hive import init_office
 from hive_core.memory import forget, note, open_store
 from hive_core.paths import HivePaths
@@ -20,6 +22,7 @@ from hive_tui.panels.memory import MemoryPanel
 from hive_tui.screens.confirm import ConfirmScreen
 from hive_tui.screens.memory_edit import MemoryEditScreen
 from tests.app.test_memory_tab import TabApp, searcher, shown
+from tests.serve_support import ServedOffice
 from tests.support import until
 
 SOAK = "The flux_capacitor rollout waits for the staging soak."
@@ -34,7 +37,20 @@ def home(short_tmp: Path) -> Iterator[HivePaths]:
     with open_store(paths) as store:
         store.reindex()
         note(paths, "jim", "flux_capacitor password is in the vault", store)
-    yield paths
+    office = ServedOffice(paths.home, agents=False).start()
+    try:
+        yield paths
+    finally:
+        assert office.stop() == 0
+
+
+def panel(paths: HivePaths) -> MemoryPanel:
+    socket = str(paths.control_socket)
+
+    async def hive(argv: list[str], stdin: bytes) -> VerbResult:
+        return await call(socket, argv, stdin=stdin)
+
+    return MemoryPanel(searcher(paths), paths, hive, semantic=False)
 
 
 def said(app: TabApp) -> str:
@@ -60,7 +76,7 @@ def pick(app: TabApp, words: str) -> None:
 
 
 async def test_forget_an_office_entry_asks_first_then_takes_it_out(home: HivePaths) -> None:
-    app = TabApp(MemoryPanel(searcher(home), home, semantic=False))
+    app = TabApp(panel(home))
     async with app.run_test(size=(120, 40)) as pilot:
         # f and e are letters in the query box.
         await search(app, pilot, "flux staging soak")
@@ -86,7 +102,7 @@ async def test_forget_an_office_entry_asks_first_then_takes_it_out(home: HivePat
 async def test_an_agents_private_entry_is_refused_and_left_as_it_was(home: HivePaths) -> None:
     notes = home.mailbox("jim").notes
     before = notes.read_bytes()
-    app = TabApp(MemoryPanel(searcher(home), home, semantic=False))
+    app = TabApp(panel(home))
     async with app.run_test(size=(120, 40)) as pilot:
         app.query_one("#memory-scope", Select).value = "all"
         await search(app, pilot, "flux vault")
@@ -117,7 +133,7 @@ async def test_an_agents_private_entry_is_refused_and_left_as_it_was(home: HiveP
 
 
 async def test_edit_an_office_entry(home: HivePaths) -> None:
-    app = TabApp(MemoryPanel(searcher(home), home, semantic=False))
+    app = TabApp(panel(home))
     async with app.run_test(size=(120, 40)) as pilot:
         await search(app, pilot, "staging soak")
         await until(pilot, lambda: shown(app), "the board entry")

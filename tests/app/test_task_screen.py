@@ -78,7 +78,7 @@ async def test_r_retries_the_task_with_its_checkpoint(paths: HivePaths) -> None:
         await until(pilot, lambda: app.screen is screen, "back on the task")
         said = text_of(screen, "#task-said")
         assert "t1 is attempt 2, assigned to jim" in said, said
-        assert "with the last checkpoint went to jim" in said, said
+        assert "with the last checkpoint goes to jim" in said, said
         assert "Attempt 2" in text_of(screen, "#task-text")
         task = on_disk(paths, "t1")
         assert (task.attempts, task.status, task.assignee) == (2, "doing", "jim")

@@ -92,7 +92,8 @@ async def test_m_asks_then_y_merges_jims_branch_into_main(app: tuple[HiveApp, Pa
         await until(pilot, lambda: isinstance(hive.screen, ConfirmScreen), "the question")
         ask = hive.screen
         assert isinstance(ask, ConfirmScreen)
-        assert "c.txt" in ask.question and "Merge into main?" in ask.question
+        assert "c.txt" in ask.question and "-> main (1 commit)" in ask.question
+        assert ask.question.endswith("Merge?")
         await pilot.press("y")
         result = await result_of(pilot, screen)
         assert result.startswith("merged hive/") and "into main" in result

@@ -12,6 +12,10 @@ its package's API.
 - Neither imports a private memory module: hive_core.memory's package API (its
   docstring) is what the rest of the program uses; hive_core.memory.<anything> is its
   own.
+- The app changes nothing in the hive itself: what the person sends, retries, merges,
+  forgets or edits is a `hive` verb the office runs (hive_tui/verbs.py, link.hive), so
+  no module of hive_tui but main.py imports or calls a function that writes those
+  (WRITES: mail's send, the ledger's writes, the merge, memory's changes).
 
 - hive_core's packages import one another in one direction only (no package-level
   cycle, issue 27), and its root modules (paths, schema, config, mail, ...) are the
@@ -33,6 +37,14 @@ CHECKED = ("hive_tui", "hive_core/remote")
 FORBIDDEN = ("hive_core.cli",)
 PRIVATE_MEMORY = "hive_core.memory."
 EXEMPT = {"hive_tui/main.py": ("hive_core.cli",)}
+# What changes the hive, by module: the office does it for the app (a verb).
+WRITES = {
+    "hive_core.mail": {"send", "write_draft", "mark_done"},
+    "hive_core.team.tasks": {"retry_as", "save_ledger"},
+    "hive_core.worktrees": {"run_merge", "apply_merge", "remove"},
+    "hive_core.worktrees.merge": {"run_merge", "apply_merge"},
+    "hive_core.memory": {"forget", "edit", "note", "promote", "tidy"},
+}
 
 
 def _module(path: Path) -> str:
@@ -92,6 +104,56 @@ def violations(root: Path = ROOT) -> list[str]:
 
 def test_the_app_and_remote_desks_import_no_command_line_and_no_private_memory_module() -> None:
     assert violations() == []
+
+
+def writes(root: Path = ROOT) -> list[str]:
+    """Each place in hive_tui (but main.py) that imports or calls one of WRITES: `from M
+    import f`, or `m.f` where `m` is module M imported (`from P import m`, `import M as
+    m`)."""
+    found = []
+    for path in sorted((root / "hive_tui").rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel == "hive_tui/main.py":
+            continue
+        aliases: dict[str, str] = {}
+        for node in ast.walk(ast.parse(path.read_text(), rel)):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                for alias in node.names:
+                    if alias.name in WRITES.get(node.module, ()):
+                        found.append(f"{rel}:{node.lineno} imports {node.module}.{alias.name}")
+                    aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    aliases[alias.asname or alias.name] = alias.name
+        for node in ast.walk(ast.parse(path.read_text(), rel)):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                module = aliases.get(node.value.id)
+                if module is not None and node.attr in WRITES.get(module, ()):
+                    found.append(f"{rel}:{node.lineno} uses {module}.{node.attr}")
+    return sorted(set(found))
+
+
+def test_the_app_leaves_every_change_of_the_hive_to_the_office() -> None:
+    assert writes() == []
+
+
+def test_the_write_contract_sees_an_import_and_a_call_through_a_module(tmp_path: Path) -> None:
+    app = tmp_path / "hive_tui"
+    app.mkdir()
+    (app / "a.py").write_text(
+        "from hive_core.mail import send, message_names\n"
+        "from hive_core import mail\n"
+        "import hive_core.team.tasks as tasks\n"
+        "mail.send(1)\n"
+        "mail.load_message(1)\n"
+        "tasks.retry_as(1)\n"
+    )
+    (app / "main.py").write_text("from hive_core.mail import send\n")
+    assert writes(tmp_path) == [
+        "hive_tui/a.py:1 imports hive_core.mail.send",
+        "hive_tui/a.py:4 uses hive_core.mail.send",
+        "hive_tui/a.py:6 uses hive_core.team.tasks.retry_as",
+    ]
 
 
 def test_the_contract_sees_each_kind_of_import_it_forbids(tmp_path: Path) -> None:
