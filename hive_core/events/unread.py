@@ -61,7 +61,8 @@ class UnreadIndex:
         self.skipped = skipped
         self._boxes: dict[str, _Box] = {}
         # The office's route thread reads a burst's inboxes here as it delivers them, so
-        # the hooks and wake ticks on the loop find them read.
+        # the hooks and wake ticks on the loop find them read. Held only to swap a box:
+        # a box is never changed once made, so a reader needs no lock to use one.
         self._lock = threading.Lock()
 
     def unread(self, agent_id: str) -> tuple[MailItem, ...]:
@@ -70,12 +71,13 @@ class UnreadIndex:
 
     def snapshot(self, agent_id: str) -> tuple[tuple[MailItem, ...], frozenset[str]]:
         """The agent's unread mail as of now, and the set of its ids."""
-        with self._lock:
-            box = self._current(agent_id)
-            return box.items, box.ids
+        box = self._current(agent_id)
+        return box.items, box.ids
 
     def _current(self, agent_id: str) -> _Box:
-        box = self._boxes.setdefault(agent_id, _Box())
+        """The agent's box as of now. The folder is listed and new files decoded outside
+        the lock: the loop asking (a hook, a tick) never waits while the route thread
+        reads the hundreds of files a burst delivered, it reads what it needs itself."""
         folder = self.paths.mailbox(agent_id).inbox
         try:
             st = os.lstat(folder)
@@ -84,51 +86,67 @@ class UnreadIndex:
         if st is None or not stat.S_ISDIR(st.st_mode):
             # Gone, or not the office's folder (a file or a symlink planted there):
             # nothing in it is mail; the router moves it aside.
-            self._boxes[agent_id] = _Box()
-            return self._boxes[agent_id]
+            with self._lock:
+                self._boxes[agent_id] = _Box()
+                return self._boxes[agent_id]
         stamp = (st.st_dev, st.st_ino, st.st_mtime_ns)
-        if stamp != box.stamp:
-            listed_at = time.time_ns()
-            self._relist(agent_id, folder, box)
-            racy = listed_at - st.st_mtime_ns < RACY_S * 1e9
-            box.stamp = None if racy else stamp
-        return box
+        with self._lock:
+            box = self._boxes.setdefault(agent_id, _Box())
+        if stamp == box.stamp:
+            return box
+        listed_at = time.time_ns()
+        racy = listed_at - st.st_mtime_ns < RACY_S * 1e9
+        fresh, skipped = _relisted(folder, box, None if racy else stamp)
+        with self._lock:
+            # Another thread may have listed meanwhile: what one of them could not read
+            # is reported once, by whichever installs its listing first.
+            known = self._boxes.get(agent_id, box).entries
+            for name, why in skipped:
+                if known.get(name, (None,))[0] != fresh.entries[name][0]:
+                    self.skipped(agent_id, name, why)
+            self._boxes[agent_id] = fresh
+        return fresh
 
     def refresh(self, agent_ids: list[str]) -> None:
         """Read every inbox now (at start, so the first hook does not pay for it)."""
         for agent_id in agent_ids:
             self.unread(agent_id)
 
-    def _relist(self, agent_id: str, folder: os.PathLike[str], box: _Box) -> None:
-        try:
-            with os.scandir(folder) as it:
-                listing = {
-                    e.name: e.inode()
-                    for e in it
-                    if e.name.endswith(".json") and not is_temp_name(e.name)
-                }
-        except (FileNotFoundError, NotADirectoryError):
-            listing = {}
-        old = box.entries
-        entries: dict[str, tuple[int, MailItem | None]] = {}
-        changed = len(listing) != len(old)
-        for name, inode in listing.items():
-            known = old.get(name)
-            if known is not None and known[0] == inode:
-                entries[name] = known
-                continue
-            changed = True
-            item, why = _summary(os.path.join(folder, name), name)
-            if why is not None:
-                self.skipped(agent_id, name, why)
-            entries[name] = (inode, item)
-        box.entries = entries
-        if not changed:
-            # Listed again only because the last listing was too recent to trust: the
-            # same files, so the sorted view stands.
-            return
-        box.items = tuple(item for _, (_, item) in sorted(entries.items()) if item is not None)
-        box.ids = frozenset(item.id for item in box.items)
+
+def _relisted(
+    folder: os.PathLike[str], box: _Box, stamp: tuple[int, int, int] | None
+) -> tuple[_Box, list[tuple[str, str]]]:
+    """The folder's box as listed now (`box`, the last listing, is not changed: another
+    thread may be reading it), and the files of it that cannot be read, with why."""
+    try:
+        with os.scandir(folder) as it:
+            listing = {
+                e.name: e.inode()
+                for e in it
+                if e.name.endswith(".json") and not is_temp_name(e.name)
+            }
+    except (FileNotFoundError, NotADirectoryError):
+        listing = {}
+    old = box.entries
+    entries: dict[str, tuple[int, MailItem | None]] = {}
+    skipped: list[tuple[str, str]] = []
+    changed = len(listing) != len(old)
+    for name, inode in listing.items():
+        known = old.get(name)
+        if known is not None and known[0] == inode:
+            entries[name] = known
+            continue
+        changed = True
+        item, why = _summary(os.path.join(folder, name), name)
+        if why is not None:
+            skipped.append((name, why))
+        entries[name] = (inode, item)
+    if not changed:
+        # Listed again only because the last listing was too recent to trust: the
+        # same files, so the sorted view stands.
+        return _Box(stamp, entries, box.items, box.ids), skipped
+    items = tuple(item for _, (_, item) in sorted(entries.items()) if item is not None)
+    return _Box(stamp, entries, items, frozenset(item.id for item in items)), skipped
 
 
 def _summary(path: str, name: str) -> tuple[MailItem | None, str | None]:

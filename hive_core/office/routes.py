@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from watchfiles import Change, awatch
+from watchfiles import Change, watch
 
 from hive_core.committer import Committer
 from hive_core.desks.state import AgentState
@@ -42,6 +42,8 @@ WATCH_STEP_MS = 50
 # memory again, which is harmless.
 REPORTED_FOR_S = 10.0
 REPORTED_MAX = 50_000
+# While a pass runs, what it delivered is read into the unread index this often.
+READ_ALONG_S = 0.25
 # While a full disk pauses routing, it is tried again this often.
 DISK_RETRY_S = 1.0
 # An outbox and what the router keeps under it: its own work, which it reports itself.
@@ -85,6 +87,10 @@ class RouteDriver:
         self.thread = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="route"
         )
+        # The hive watcher's own thread (`_watch_thread`), for as long as the office runs.
+        self.watcher = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="watch"
+        )
         self.loop: asyncio.AbstractEventLoop | None = None
         # The reports of the route pass under way (route thread only), see _route_pass.
         self._gathered: list[RouteStats] | None = None
@@ -110,14 +116,18 @@ class RouteDriver:
             paused = self.router.paused
             if paused:
                 timeout = min(timeout, DISK_RETRY_S)
+            # Not wait_for: on 3.11 it loses a cancel that comes as the wake is set (it
+            # returns the wake instead), and this loop went on after its office ended.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self._wake.wait()
             self._wake.clear()
             kicked, self._kicked = self._kicked, set()
             # While the disk is full, every pass is a sweep: it finishes the claims left.
             sweep = loop.time() >= next_sweep or paused is not None
             running = loop.run_in_executor(self.thread, self._route_pass, kicked, sweep)
             try:
+                await self._read_along(running)
                 await asyncio.shield(running)
             except DiskFull as full:
                 if paused is None:
@@ -134,6 +144,15 @@ class RouteDriver:
                     self.health.clear("disk")
             if sweep:
                 next_sweep = loop.time() + SWEEP_INTERVAL_S
+
+    async def _read_along(self, running: asyncio.Future[None]) -> None:
+        """While a pass runs, read what it delivered so far into the unread index, on a
+        worker: a hook or tick on the loop meanwhile then finds the inboxes read (a
+        burst's pass runs for seconds, and the loop would decode its arrivals itself)."""
+        while not running.done():
+            await asyncio.wait({running}, timeout=READ_ALONG_S)
+            if not running.done():
+                await asyncio.to_thread(self.inboxes.refresh, sorted(self.states))
 
     def _route_pass(self, kicked: set[str], sweep: bool) -> None:
         """On the route thread. The reports of its scans are gathered, so the unread
@@ -160,24 +179,45 @@ class RouteDriver:
     async def watch(self, stop: asyncio.Event) -> None:
         """Watch the hive until stopped. If the watcher fails it is logged and started
         again: without it the committer would miss changes nobody reports."""
-        while not stop.is_set():
-            try:
-                await self._watch_once(stop)
-            except Exception as exc:
-                self.log_event(
-                    LogEvent(
-                        ts=utc_now_iso(), kind="office", detail=f"hive watcher failed: {exc!r}"
+        try:
+            while not stop.is_set():
+                try:
+                    await self._watch_once(stop)
+                except Exception as exc:
+                    self.log_event(
+                        LogEvent(
+                            ts=utc_now_iso(),
+                            kind="office",
+                            detail=f"hive watcher failed: {exc!r}",
+                        )
                     )
-                )
-                await asyncio.sleep(1)
+                    await asyncio.sleep(1)
+        finally:
+            # Its thread has been told to halt; an idle one must not outlive the office.
+            self.watcher.shutdown(wait=False)
 
     async def _watch_once(self, stop: asyncio.Event) -> None:
-        self.loop = asyncio.get_running_loop()
-        hive = self.paths.hive
+        """The watcher runs on a thread of its own, not as watchfiles' awatch on the loop:
+        a routing burst is thousands of changes a batch, and turning them into Change
+        values and sorting them took the loop (the app's keys) for up to 0.1 s a batch.
+        Only what they mean comes back to the loop."""
+        loop = self.loop = asyncio.get_running_loop()
+        halt = threading.Event()
+        relay = loop.create_task(stop.wait())
+        relay.add_done_callback(lambda _: halt.set())
+        try:
+            await loop.run_in_executor(self.watcher, self._watch_thread, loop, halt)
+        finally:
+            halt.set()
+            relay.cancel()
+
+    def _watch_thread(self, loop: asyncio.AbstractEventLoop, halt: threading.Event) -> None:
+        """On the watcher's thread until `halt`: each batch of changes sorted here, what
+        it means handed to the loop (`_watched`)."""
         paths = self.paths
         git_dir = str(self.paths.git_dir)
 
-        def interesting(_change: Change, path: str) -> bool:
+        def interesting(path: str) -> bool:
             # Claims (gitignored) and temp files (never committed, never memory) concern
             # no one but their writer, and are half the events of a routing burst.
             if path.startswith(git_dir) or os.path.basename(path).startswith(TEMP_PREFIX):
@@ -185,21 +225,31 @@ class RouteDriver:
             place = paths.locate(path)
             return place is None or place.kind != "routing"
 
-        async for changes in awatch(
-            hive,
-            watch_filter=interesting,
+        for changes in watch(
+            self.paths.hive,
+            watch_filter=None,
             debounce=WATCH_DEBOUNCE_MS,
             step=WATCH_STEP_MS,
-            stop_event=stop,
+            stop_event=halt,
             recursive=True,
+            raise_interrupt=False,
         ):
-            # A routing burst is thousands of changes: sorted on a thread.
-            outboxes, touched, news = await asyncio.to_thread(self._sort_changes, changes)
-            for owner in sorted(outboxes):
-                self.request_scan(owner)
-            self.memory.changed(touched)
-            if news:
-                self.tell(self.hive_listeners, news)
+            wanted = {(change, path) for change, path in changes if interesting(path)}
+            if not wanted:
+                continue
+            sorted_out = self._sort_changes(wanted)
+            try:
+                loop.call_soon_threadsafe(self._watched, *sorted_out)
+            except RuntimeError:  # the loop closed: the office is gone
+                return
+
+    def _watched(self, outboxes: set[str], touched: set[Path], news: set[Path]) -> None:
+        """On the loop: what one batch of the watcher's changes means."""
+        for owner in sorted(outboxes):
+            self.request_scan(owner)
+        self.memory.changed(touched)
+        if news:
+            self.tell(self.hive_listeners, news)
 
     def _sort_changes(
         self, changes: set[tuple[Change, str]]

@@ -570,6 +570,10 @@ class Office:
                     )
             await stop.wait()
         finally:
+            # The loops end on `stop`. A run that ends otherwise (cancelled: the app's
+            # worker when the app exits; a failed start) sets it too, or they would run
+            # on and the gather below, and whoever waits for this run, wait forever.
+            stop.set()
             self.routes.wake()
             self.registry.dirty.set()
             await self.control.stop()
