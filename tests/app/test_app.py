@@ -1,13 +1,15 @@
 """The app with real agent processes behind its panes: focus, the bytes a child receives
 for each key, pause/resume, sending a message. Agents here are `shell`-provider
-processes that record every byte their terminal gives them."""
+processes that record every byte their terminal gives them. The app is attached to a
+real `hive-office serve` over the SocketLink, as users get it (tests/app/conftest.py);
+the tests that need the office's internals run it in-process and say why."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -18,34 +20,42 @@ from hive_core.cli import hive
 from hive_core.hive import init_office
 from hive_core.ids import utc_now_iso
 from hive_core.mail import iter_inbox, write_draft
+from hive_core.memory import open_store
 from hive_core.office import Office
 from hive_core.paths import HivePaths
-from hive_core.schema import Draft
+from hive_core.schema import HUMAN, Draft
 from hive_core.team import tasks
 from hive_tui.app import HiveApp
 from hive_tui.bridge import HiveLoaded, MailRouted
 from hive_tui.panels.inbox import InboxPanel
 from hive_tui.terminal.pane import TerminalPane
+from tests.app.conftest import ServeApp, settled
 from tests.support import office_of, until
 
 # Puts its terminal in raw mode (so every key arrives as the bytes it is), says READY,
-# and appends whatever it reads to the file named on its command line.
+# and appends whatever it reads to the file named on its command line. Given a second
+# argument, a `?` read makes it ask its terminal who it is (ESC [ c), as Claude Code does
+# at start-up.
 RECORDER = """
 import os, sys, tty
 tty.setraw(0)
 out = open(sys.argv[1], "ab", buffering=0)
+asks = len(sys.argv) > 2
 os.write(1, b"READY " + sys.argv[1].encode() + b"\\r\\n")
 while True:
     data = os.read(0, 4096)
     if not data:
         break
     out.write(data)
+    if asks and data == b"?":
+        os.write(1, b"\\x1b[c")
 """
 AGENTS = ("michael", "jim", "pam")
 
 
-def _roster(root: Path, *, missing: str | None = None) -> str:
-    """Recorder agents; `missing` is a claude agent whose CLI is not installed."""
+def _roster(root: Path, *, missing: str | None = None, asks: str | None = None) -> str:
+    """Recorder agents; `missing` is a claude agent whose CLI is not installed; `asks`
+    the one whose recorder asks its terminal on a `?`."""
     lines = ['[office]\nmanager = "michael"\n']
     for agent in AGENTS:
         if agent == missing:
@@ -54,21 +64,27 @@ def _roster(root: Path, *, missing: str | None = None) -> str:
                 f'cwd = "{root}"\ncommand = ["claude-not-installed-here"]\n'
             )
             continue
+        argv = [sys.executable, "-c", RECORDER, str(root / f"{agent}.keys")]
+        if agent == asks:
+            argv.append("asks")
         lines.append(
             f'[[agents]]\nid = "{agent}"\nname = "{agent.title()}"\nprovider = "shell"\ncwd = "{root}"\n'
-            f"command = ['{sys.executable}', '-c', '''{RECORDER}''', '{root / (agent + '.keys')}']\n"
+            f"command = {json.dumps(argv)}\n"
         )
     return "\n".join(lines)
 
 
-@pytest.fixture
-async def app(short_tmp: Path) -> AsyncIterator[HiveApp]:
-    root = short_tmp
+def _home(root: Path, roster: str) -> HivePaths:
     paths = HivePaths(root / "home")
     paths.home.mkdir(parents=True)
-    paths.office_toml.write_text(_roster(root))
+    paths.office_toml.write_text(roster)
     init_office(paths)
-    yield HiveApp(Office(paths, program=hive))
+    return paths
+
+
+@pytest.fixture
+def app(short_tmp: Path, serve_app: ServeApp) -> HiveApp:
+    return serve_app(_home(short_tmp, _roster(short_tmp)))
 
 
 def focused_pane(app: HiveApp) -> str | None:
@@ -77,13 +93,13 @@ def focused_pane(app: HiveApp) -> str | None:
 
 
 def keys_of(app: HiveApp, agent: str) -> bytes:
-    path = office_of(app).paths.home.parent / f"{agent}.keys"
+    path = app.link.paths.home.parent / f"{agent}.keys"
     return path.read_bytes() if path.exists() else b""
 
 
 async def test_manager_pane_has_focus_and_focus_switches(app: HiveApp) -> None:
     async with app.run_test(size=(160, 48)) as pilot:
-        await until(pilot, lambda: isinstance(app.focused, TerminalPane), "a focused pane")
+        await settled(pilot, app)
         assert focused_pane(app) == "michael"
         await pilot.press("alt+2")
         assert (
@@ -101,7 +117,6 @@ async def test_manager_pane_has_focus_and_focus_switches(app: HiveApp) -> None:
         assert app.layout_mode == "zoom" and focused_pane(app) == "michael"
         await pilot.press("ctrl+right_square_bracket", "g")
         assert app.layout_mode == "grid" and all(app.pane(a).display for a in AGENTS)
-        await pilot.press("ctrl+right_square_bracket", "q")
 
 
 KEYS = [
@@ -135,11 +150,10 @@ async def test_every_key_reaches_the_child_as_xterm_bytes(app: HiveApp) -> None:
     async with app.run_test(size=(160, 48)) as pilot:
         await until(
             pilot,
-            lambda: (
-                keys_of(app, "michael") == b"" and office_of(app).supervisor.sessions.get("michael")
-            ),
+            lambda: keys_of(app, "michael") == b"" and app.link.view("michael").pid,
             "michael's recorder",
         )
+        await settled(pilot, app)
         await until(
             pilot,
             lambda: "READY" in "".join(app.pane("michael").render_line(y).text for y in range(4)),
@@ -160,66 +174,63 @@ async def test_every_key_reaches_the_child_as_xterm_bytes(app: HiveApp) -> None:
             pilot, lambda: keys_of(app, "michael") == expected + b"\x1d", "ctrl+] passed through"
         )
         assert focused_pane(app) == "pam" and keys_of(app, "pam") == b""
-        await pilot.press("ctrl+right_square_bracket", "q")
 
 
 async def test_pause_and_resume_from_the_app(app: HiveApp) -> None:
     async with app.run_test(size=(160, 48)) as pilot:
-        await until(pilot, lambda: isinstance(app.focused, TerminalPane), "a focused pane")
+        await settled(pilot, app)
         await pilot.press("alt+2", "ctrl+right_square_bracket", "x")
-        assert office_of(app).states["jim"].paused
+        await until(pilot, lambda: app.link.view("jim").paused, "the office paused jim")
         await until(
             pilot,
-            lambda: '"paused":true' in office_of(app).paths.registry.read_text().replace(" ", ""),
+            lambda: '"paused":true' in app.link.paths.registry.read_text().replace(" ", ""),
             "registry shows jim paused",
         )
         assert "paused" in str(app.pane("jim").border_title)
         await pilot.press("ctrl+right_square_bracket", "x")
-        assert not office_of(app).states["jim"].paused
-        await pilot.press("ctrl+right_square_bracket", "q")
+        await until(pilot, lambda: not app.link.view("jim").paused, "the office resumed jim")
 
 
 async def test_send_a_message_from_the_app(app: HiveApp) -> None:
     async with app.run_test(size=(160, 48)) as pilot:
-        await until(pilot, lambda: isinstance(app.focused, TerminalPane), "a focused pane")
+        await settled(pilot, app)
         await pilot.press("alt+2", "ctrl+right_square_bracket", "s")
         await until(pilot, lambda: app.screen.__class__.__name__ == "SendScreen", "the send screen")
         await pilot.press(*"Ship it")
         await pilot.press("tab")
         await pilot.press(*"The release is approved.")
         await pilot.press("ctrl+s")
-        box = office_of(app).paths.mailbox("jim")
+        box = app.link.paths.mailbox("jim")
         [message] = await until(pilot, lambda: list(iter_inbox(box)), "delivery to jim")
         assert (message.sender, message.to, message.act) == ("human", "jim", "request")
         assert (message.subject, message.body) == ("Ship it", "The release is approved.")
-        await pilot.press("ctrl+right_square_bracket", "q")
 
 
 async def test_missing_cli_says_what_to_install_and_the_rest_works(
-    tmp_path: Path, short_tmp: Path
+    short_tmp: Path, serve_app: ServeApp
 ) -> None:
-    root = short_tmp
-    paths = HivePaths(root / "home")
-    paths.home.mkdir(parents=True)
-    paths.office_toml.write_text(_roster(root, missing="jim"))
-    init_office(paths)
-    app = HiveApp(Office(paths, program=hive))
+    paths = _home(short_tmp, _roster(short_tmp, missing="jim"))
+    app = serve_app(paths)
     async with app.run_test(size=(160, 48)) as pilot:
-        await until(pilot, lambda: office_of(app).states["jim"].missing, "jim's CLI found missing")
+        await until(pilot, lambda: app.link.view("jim").missing, "jim's CLI found missing")
+        await settled(pilot, app)
         await pilot.press("alt+2")
         notice = await until(pilot, lambda: app.pane("jim").notice, "the notice in jim's pane")
         assert (
             "claude-not-installed-here" in notice
             and "npm install -g @anthropic-ai/claude-code" in notice
         )
-        screen = "\n".join(
-            app.pane("jim").render_line(y).text for y in range(app.pane("jim").size.height)
+        jim = app.pane("jim")
+        await until(
+            pilot,
+            lambda: (
+                "npm install" in "".join(jim.render_line(y).text for y in range(jim.size.height))
+            ),
+            "the notice drawn in jim's pane",
         )
-        assert "npm install" in screen
         # The rest of the office works: michael's recorder runs and gets keys.
         await pilot.press("alt+1", "h", "i")
         await until(pilot, lambda: keys_of(app, "michael") == b"hi", "michael gets keys")
-        await pilot.press("ctrl+right_square_bracket", "q")
     doctor = subprocess.run(
         [str(Path(sys.executable).parent / "hive-office"), "doctor", "--home", str(paths.home)],
         capture_output=True,
@@ -230,23 +241,18 @@ async def test_missing_cli_says_what_to_install_and_the_rest_works(
     assert "npm install -g @anthropic-ai/claude-code" in doctor.stdout
 
 
-async def test_the_prefix_key_is_configurable(short_tmp: Path) -> None:
-    root = short_tmp
-    paths = HivePaths(root / "home")
-    paths.home.mkdir(parents=True)
-    paths.office_toml.write_text(
-        _roster(root).replace(
-            'manager = "michael"', 'manager = "michael"\nprefix_key = "ctrl+a"', 1
-        )
+async def test_the_prefix_key_is_configurable(short_tmp: Path, serve_app: ServeApp) -> None:
+    roster = _roster(short_tmp).replace(
+        'manager = "michael"', 'manager = "michael"\nprefix_key = "ctrl+a"', 1
     )
-    init_office(paths)
-    app = HiveApp(Office(paths, program=hive))
+    app = serve_app(_home(short_tmp, roster))
     async with app.run_test(size=(160, 48)) as pilot:
         await until(
             pilot,
             lambda: "READY" in "".join(app.pane("michael").render_line(y).text for y in range(4)),
             "recorder ready",
         )
+        await settled(pilot, app)
         await pilot.press("ctrl+a", "ctrl+a", "ctrl+right_square_bracket")
         await until(
             pilot,
@@ -256,18 +262,30 @@ async def test_the_prefix_key_is_configurable(short_tmp: Path) -> None:
         await pilot.press("ctrl+a", "2")
         assert focused_pane(app) == "jim"
         assert "ctrl+a then" in str(app.query_one("#keys").render())
-        await pilot.press("ctrl+a", "q")
+
+
+def indexed(paths: HivePaths, query: str) -> str:
+    """What the office's memory index holds for `query`, every owner's (the person's
+    widest scope), as one text."""
+    with open_store(paths) as store:
+        return "\n".join(h.entry.text for h in store.search(query, HUMAN, "all", 20))
 
 
 async def test_memory_tab_finds_office_knowledge_and_opens_its_source(app: HiveApp) -> None:
-    paths = office_of(app).paths
+    paths = app.link.paths
     paths.board.write_text("# Plan\n\nThe flux_capacitor rollout waits for the staging soak.\n")
     paths.mailbox("jim").notes.write_text(
         "- jim's private: flux_capacitor password is in the vault\n"
     )
     async with app.run_test(size=(160, 48)) as pilot:
-        await until(pilot, lambda: isinstance(app.focused, TerminalPane), "a focused pane")
-        office_of(app).memory.changed({paths.board, paths.mailbox("jim").notes})
+        await settled(pilot, app)
+        # The office's watcher saw both files and indexed them (jim's too: the search
+        # below must leave it out, not miss it).
+        await until(
+            pilot,
+            lambda: all(w in indexed(paths, "flux capacitor") for w in ("staging soak", "vault")),
+            "both indexed",
+        )
         await pilot.press("ctrl+right_square_bracket", "m")
         box = app.query_one("#memory-query")
         box.focus()
@@ -282,10 +300,12 @@ async def test_memory_tab_finds_office_knowledge_and_opens_its_source(app: HiveA
         await pilot.press("enter")
         shown = str(app.query_one("#memory-text", Static).render())
         assert "board.md" in shown and "staging soak" in shown
-        await pilot.press("ctrl+right_square_bracket", "q")
 
 
-async def test_the_terminals_own_replies_are_not_the_persons_typing(app: HiveApp) -> None:
+# In-process: it plays the agent's output into the office's pty sinks and reads the
+# office's typing guard (states.typed_at); neither leaves the office.
+async def test_the_terminals_own_replies_are_not_the_persons_typing(short_tmp: Path) -> None:
+    app = HiveApp(Office(_home(short_tmp, _roster(short_tmp)), program=hive))
     async with app.run_test(size=(160, 48)) as pilot:
         await until(
             pilot,
@@ -309,17 +329,39 @@ async def test_the_terminals_own_replies_are_not_the_persons_typing(app: HiveApp
         await pilot.press("ctrl+right_square_bracket", "q")
 
 
+async def test_an_attached_pane_leaves_the_terminals_replies_to_the_office(
+    short_tmp: Path, serve_app: ServeApp
+) -> None:
+    """Over the socket the agent's query reaches the app's pane too (as Output): the
+    office's screen of the pane answers it, the app's pane never does."""
+    app = serve_app(_home(short_tmp, _roster(short_tmp, asks="michael")))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await until(
+            pilot,
+            lambda: "READY" in "".join(app.pane("michael").render_line(y).text for y in range(4)),
+            "recorder ready",
+        )
+        await settled(pilot, app)
+        await pilot.press("question_mark")
+        answer = await until(
+            pilot,
+            lambda: keys_of(app, "michael").removeprefix(b"?"),
+            "the terminal's answer to the agent's query",
+        )
+        assert answer.startswith(b"\x1b[?")
+        await pilot.press("x")
+        await until(pilot, lambda: keys_of(app, "michael").endswith(b"x"), "a key")
+        assert keys_of(app, "michael") == b"?" + answer + b"x"
+
+
+# In-process: it holds the office's route thread and records where the router scans.
 async def test_a_burst_reaches_the_app_once_per_message_and_each_panel_once(
     short_tmp: Path,
 ) -> None:
     """60 messages routed in one pass: the app hears of each exactly once (the watcher
     seeing the same inbox files adds nothing), reloads the inbox once, and the routing
     itself runs on the office's route thread, not on the app's loop."""
-    root = short_tmp
-    paths = HivePaths(root / "home")
-    paths.home.mkdir(parents=True)
-    paths.office_toml.write_text(_roster(root))
-    init_office(paths)
+    paths = _home(short_tmp, _roster(short_tmp))
     # No agent CLIs: nothing but the burst routes mail (no nudges, no notices).
     office = Office(paths, agents=False, program=hive)
     scans_on: set[str] = set()
@@ -370,15 +412,11 @@ async def test_a_burst_reaches_the_app_once_per_message_and_each_panel_once(
 
 
 async def test_answering_an_escalation_records_it_on_the_task_and_mails_the_manager(
-    short_tmp: Path,
+    short_tmp: Path, serve_app: ServeApp
 ) -> None:
     """The ledger lock and the mail files are worked off the app's loop; the answer
     still lands on the task and in the manager's inbox, and the question is done."""
-    root = short_tmp
-    paths = HivePaths(root / "home")
-    paths.home.mkdir(parents=True)
-    paths.office_toml.write_text(_roster(root))
-    init_office(paths)
+    paths = _home(short_tmp, _roster(short_tmp))
     ledger, task = tasks.add_task(
         tasks.empty_ledger(), "Pick a vendor", assignable=AGENTS, now=utc_now_iso()
     )
@@ -387,7 +425,7 @@ async def test_answering_an_escalation_records_it_on_the_task_and_mails_the_mana
         paths.mailbox("jim"),
         Draft(to="human", act="query", subject="Which vendor?", body="A or B?", task=task.id),
     )
-    app = HiveApp(Office(paths, agents=False, program=hive))
+    app = serve_app(paths, agents=False)
     async with app.run_test(size=(160, 48)) as pilot:
         [question] = await until(pilot, lambda: list(app.escalations.values()), "the question")
         await pilot.press("ctrl+right_square_bracket", "i", "enter")
@@ -406,13 +444,12 @@ async def test_answering_an_escalation_records_it_on_the_task_and_mails_the_mana
             ("Which vendor?: A or B?", "Vendor B")
         ]
         assert not list(iter_inbox(paths.mailbox("human"))), "the question is done"
-        await pilot.press("ctrl+right_square_bracket", "q")
 
 
 async def test_a_problem_of_the_office_stays_on_screen_until_it_is_repaired(app: HiveApp) -> None:
     """A deleted branch stops the office's commits: the screen says so (not only the log)
     and the line goes once the branch is back and a commit goes through."""
-    paths = office_of(app).paths
+    paths = app.link.paths
     git = ["git", "-C", str(paths.hive)]
     branch = paths.hive / ".git" / "refs" / "heads" / "main"
     async with app.run_test(size=(160, 48)) as pilot:
@@ -426,6 +463,5 @@ async def test_a_problem_of_the_office_stays_on_screen_until_it_is_repaired(app:
         assert "commit" in str(line.render()) and "refs/heads/main" in str(line.render())
         subprocess.run([*git, "update-ref", "refs/heads/main", tip], check=True)
         await until(pilot, lambda: not line.display, "the problem cleared", timeout=90)
-        await app.action_quit()
     log = subprocess.run([*git, "log", "--format=%s"], capture_output=True, text=True).stdout
     assert "board" in log

@@ -1,0 +1,55 @@
+"""The app as users get it, for the app's tests (issue 25): a real `hive-office serve` of a
+home, and HiveApp attached to it over the SocketLink.
+
+    app = serve_app(paths)                 # the roster's CLIs started
+    app = serve_app(paths, agents=False)   # `serve --no-agents`
+    async with app.run_test(size=(160, 48)) as pilot: ...
+
+The home must be ready (office.toml written, `init_office` run). After the test each
+office is stopped (SIGTERM, as `hive-office stop` does) unless the test stopped it from
+the app, and either way it must have exited 0. A test that needs the office's internals
+(its supervisor, listeners or states) runs it in-process, `HiveApp(Office(...))`, and
+says why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+from textual.pilot import Pilot
+
+from hive_core.paths import HivePaths
+from hive_tui.app import HiveApp
+from hive_tui.link import SocketLink
+from tests.serve_support import ServedOffice
+from tests.support import until, wait_for
+
+ServeApp = Callable[..., HiveApp]
+
+
+@pytest.fixture
+def serve_app() -> Iterator[ServeApp]:
+    offices: list[ServedOffice] = []
+
+    def attach(paths: HivePaths, *, agents: bool = True) -> HiveApp:
+        office = ServedOffice(paths.home, agents=agents)
+        offices.append(office)
+        office.start()
+        wait_for(paths.client_socket.exists, "the office's client socket")
+        return HiveApp(SocketLink.connect(paths))
+
+    yield attach
+    for office in offices:
+        if office.proc is None:
+            continue  # it never started: the test failed there already
+        code = office.stop() if office.running() else office.process.wait()
+        assert code == 0, f"the office exited {code}: {office.log.read_text()}"
+
+
+async def settled(pilot: Pilot[None], app: HiveApp) -> None:
+    """The app's start is done: every pane mounted, the manager's focused. Over the socket
+    the panes' first screens can come before that, and a key pressed then may go to a pane
+    that start-up takes the focus from."""
+    await until(pilot, lambda: all(app.pane(a).is_mounted for a in app.roster), "the panes")
+    await until(pilot, lambda: app.focused is app.pane(app.focused_agent), "a focused pane")
