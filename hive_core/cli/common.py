@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TypeVar
 
+import msgspec
+
 from hive_client.client import split_home as split_home
 from hive_core import invocation, mail
 from hive_core.caller import BadClaim, Caller, CallerError, identify, proven
@@ -156,14 +158,17 @@ def require_proof(caller: Caller) -> Caller:
         raise HiveError(str(e)) from None
 
 
-def post(caller: Caller, draft: Draft) -> None:
-    """Send the draft from the caller (mail.send) and say where it went."""
+def post(caller: Caller, draft: Draft, *, as_json: bool = False) -> None:
+    """Send the draft from the caller (mail.send) and say where it went (`as_json`: as
+    `hive send --json` says it)."""
     try:
         path, delivered = mail.send(caller.paths, caller.config, caller.who, draft)
     except mail.DraftRefused as e:
         raise BadUsage(str(e)) from None
     where = path.relative_to(caller.paths.hive)
-    if delivered:
+    if as_json:
+        print(msgspec.json.encode({"path": str(where), "delivered_now": delivered}).decode())
+    elif delivered:
         print(f"sent to {draft.to} ({where})")
     else:
         print(f"queued {where}; the office is not running, it will be delivered when it starts")

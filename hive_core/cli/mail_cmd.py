@@ -51,7 +51,7 @@ def send(args: dict[str, Any], home: str | None) -> None:
         task=args["task"] or None,
         needs_human=args["needs_human"],
     )
-    post(caller, draft)
+    post(caller, draft, as_json=args["json"])
 
 
 def reply(args: dict[str, Any], home: str | None) -> None:
@@ -166,6 +166,11 @@ MAIL_VERBS: dict[str, Verb] = {
                 Option("--task", "The task id this message is about.", "TASK"),
                 _NEEDS_HUMAN,
                 Option("--body", "The message; `-` reads it from stdin.", "TEXT"),
+                Option(
+                    "--json",
+                    'Say where it went as JSON: {"path": its file under the hive, '
+                    '"delivered_now": false while no office runs}.',
+                ),
                 _HOME,
             ),
             (_DASH,),

@@ -10,12 +10,20 @@ a server that outlives its agent's start, or an office restarted meanwhile, is r
 instead of acting on an old answer. Writing memory needs the proof `hive memory note`
 needs (caller.proven). No tool takes an identity argument, so a model cannot act
 as anyone else. Scopes are the store's (`MemoryStore.search`), exactly as for `hive
-memory search`; sending is mail.send, as for `hive send`.
+memory search`.
+
+What a tool changes (a note, a forget, an edit, a message) is the `hive` verb itself,
+`--json`, run by this server as a child of its own (`_hive`): in the office while one
+runs (the thin `hive`), else the full `hive` in that child, as any `hive` call. So a
+tool and the command line cannot differ, and the office attributes the change to the
+agent from the child's process, as for every verb.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+import json
+import subprocess
+from typing import Any, Literal
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -30,18 +38,19 @@ from hive_core.memory import (
     Hit,
     MemoryStoreError,
     SemanticUnavailable,
-    edit,
-    forget,
-    note,
     search,
 )
 from hive_core.memory.entry import Source
 from hive_core.paths import HivePaths
-from hive_core.schema import HUMAN, Act, Draft, Message
+from hive_core.remote.relay import hive_command
+from hive_core.schema import HUMAN, Act, Message
 
 # The server's name: claude calls its tools mcp__hive__<tool>.
 SERVER_NAME = "hive"
 QUERY_LIMIT_MAX = 50
+# How long a tool waits for its verb (the office answers within client.ANSWER_TIMEOUT_S;
+# with no office the full `hive` starts and writes).
+VERB_TIMEOUT_S = 60.0
 
 ScopeName = Literal["own", "office", "all"]
 ModeName = Literal["keyword", "semantic", "hybrid"]
@@ -70,6 +79,27 @@ def _still(caller: Caller, *, proof: bool = False) -> Caller:
             f"this server acts for {caller.who}, and the office says you are {now.who}."
         )
     return now
+
+
+def _hive(now: Caller, argv: list[str], stdin: str = "") -> dict[str, Any]:
+    """`hive ARGV` (its words include --json) as this server's agent: its JSON answer,
+    or its refusal as the tool's error."""
+    try:
+        done = subprocess.run(
+            [*hive_command(), "--home", str(now.paths.home), *argv],
+            input=stdin.encode(),
+            capture_output=True,
+            timeout=VERB_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise ToolError(f"`hive {argv[0]}` did not end within {VERB_TIMEOUT_S:.0f} s.") from None
+    if done.returncode != 0:
+        said = done.stderr.decode(errors="replace").strip().removeprefix("hive: ")
+        raise ToolError(said or f"`hive {argv[0]}` failed (exit {done.returncode}).")
+    answer = json.loads(done.stdout)
+    assert isinstance(answer, dict), answer
+    return answer
 
 
 # --- what the tools return (TypedDicts: the SDK turns them into output schemas) --------
@@ -196,11 +226,8 @@ def build_server(caller: Caller) -> MCPServer:
         """Remember TEXT: a private note (scope own), searchable at once and folded into
         your memory.md later. One fact per note; point to files rather than pasting them."""
         now = _still(caller, proof=True)
-        try:
-            entry = note(now.paths, now.who, text)
-        except (ValueError, MemoryStoreError) as e:
-            raise ToolError(str(e)) from None
-        return Written(id=entry.id, path=entry.path)
+        entry = _hive(now, ["memory", "note", "--json", "-"], text)
+        return Written(id=entry["id"], path=entry["path"])
 
     @server.tool()
     def memory_query(
@@ -239,22 +266,16 @@ def build_server(caller: Caller) -> MCPServer:
         """Forget a memory entry (an id from memory_query): it is taken out of the file it
         came from. Your own private memory only; office knowledge is the manager's."""
         now = _still(caller, proof=True)
-        try:
-            entry = forget(now.paths, entry_id, now.who)
-        except MemoryStoreError as e:
-            raise ToolError(str(e)) from None
-        return Written(id=entry.id, path=entry.path)
+        entry = _hive(now, ["memory", "forget", "--json", "--", entry_id])
+        return Written(id=entry["id"], path=entry["path"])
 
     @server.tool()
     def memory_edit(entry_id: str, text: str) -> Written:
         """Replace the text of a memory entry (an id from memory_query) where it was
         written; returns its new id (an id follows its text). Who may: as memory_forget."""
         now = _still(caller, proof=True)
-        try:
-            entry = edit(now.paths, entry_id, now.who, text)
-        except (ValueError, MemoryStoreError) as e:
-            raise ToolError(str(e)) from None
-        return Written(id=entry.id, path=entry.path)
+        entry = _hive(now, ["memory", "edit", "--json", "--text", "-", "--", entry_id], text)
+        return Written(id=entry["id"], path=entry["path"])
 
     @server.tool()
     def list_scopes() -> Scopes:
@@ -268,12 +289,9 @@ def build_server(caller: Caller) -> MCPServer:
         broadcast or triage. request, query and propose expect a reply; the other acts
         end a thread. The office delivers it from your outbox."""
         now = _still(caller)
-        draft = Draft(to=to, act=act, subject=subject.strip(), body=body)
-        try:
-            path, delivered = mail.send(now.paths, now.config, now.who, draft)
-        except mail.DraftRefused as e:
-            raise ToolError(str(e)) from None
-        return Queued(path=str(path.relative_to(now.paths.hive)), delivered_now=delivered)
+        argv = ["send", "--json", "--to", to, "--act", act, "--subject", subject.strip()]
+        queued = _hive(now, [*argv, "--body", "-"], body)
+        return Queued(path=queued["path"], delivered_now=queued["delivered_now"])
 
     @server.tool()
     def inbox() -> list[MessageOut]:

@@ -66,6 +66,11 @@ def _read_text(words: tuple[str, ...]) -> str:
     return read_source("-", None) if joined == "-" else joined
 
 
+def _said(text: str, entry_id: str, path: str, as_json: bool) -> None:
+    """What a change did: the sentence, or the entry as JSON (what MCP's tools return)."""
+    click.echo(msgspec.json.encode({"id": entry_id, "path": path}).decode() if as_json else text)
+
+
 def _render(hits: list[Hit]) -> str:
     if not hits:
         return "No matches."
@@ -103,8 +108,11 @@ def memory_group() -> None:
 
 @memory_group.command("note")
 @click.argument("text", nargs=-1, required=True)
+@click.option(
+    "--json", "as_json", is_flag=True, help='Say the entry as JSON: {"id": ..., "path": ...}.'
+)
 @home_option
-def note_cmd(text: tuple[str, ...]) -> None:
+def note_cmd(text: tuple[str, ...], as_json: bool) -> None:
     """Add TEXT to your notes (agents/<you>/memory/notes.md); `-` reads stdin.
 
     Notes are private (scope own) and searchable at once; tidying folds them into
@@ -125,7 +133,7 @@ def note_cmd(text: tuple[str, ...]) -> None:
             entry = note(caller.paths, caller.who, _read_text(text), store)
         except ValueError as e:
             raise BadUsage(str(e)) from None
-    click.echo(f"noted {entry.id} ({entry.path})")
+    _said(f"noted {entry.id} ({entry.path})", entry.id, entry.path, as_json)
 
 
 @memory_group.command("search")
@@ -237,8 +245,11 @@ def promote_cmd(entry_id: str) -> None:
 
 @memory_group.command("forget")
 @click.argument("entry_id")
+@click.option(
+    "--json", "as_json", is_flag=True, help='Say the entry as JSON: {"id": ..., "path": ...}.'
+)
 @home_option
-def forget_cmd(entry_id: str) -> None:
+def forget_cmd(entry_id: str, as_json: bool) -> None:
     """Remove ENTRY_ID from memory: the piece is taken out of the hive file it came from.
 
     Your own private memory; office knowledge (board, promoted) the manager or the
@@ -253,14 +264,17 @@ def forget_cmd(entry_id: str) -> None:
             entry = forget(caller.paths, entry_id, caller.who, store)
     except MemoryStoreError as e:
         raise HiveError(str(e)) from None
-    click.echo(f"forgot {entry_id} ({entry.source} in {entry.path})")
+    _said(f"forgot {entry_id} ({entry.source} in {entry.path})", entry.id, entry.path, as_json)
 
 
 @memory_group.command("edit")
 @click.argument("entry_id")
 @click.option("--text", help="The new text; `-` reads stdin. Without it: stdin, or $EDITOR.")
+@click.option(
+    "--json", "as_json", is_flag=True, help='Say the entry as JSON: {"id": ..., "path": ...}.'
+)
 @home_option
-def edit_cmd(entry_id: str, text: str | None) -> None:
+def edit_cmd(entry_id: str, text: str | None, as_json: bool) -> None:
     """Replace the text of ENTRY_ID in the hive file it came from.
 
     Who may: as for `forget`. The text comes from --text, else from stdin when it is
@@ -282,14 +296,15 @@ def edit_cmd(entry_id: str, text: str | None) -> None:
             elif text == "-":
                 text = read_source("-")
             if text is None or text.strip() == entry.text.strip():
-                click.echo(f"{entry_id} unchanged.")
+                _said(f"{entry_id} unchanged.", entry.id, entry.path, as_json)
                 return
             changed = edit(caller.paths, entry_id, caller.who, text, store)
     except MemoryStoreError as e:
         raise HiveError(str(e)) from None
     except ValueError as e:
         raise BadUsage(str(e)) from None
-    click.echo(f"edited {entry_id}; it is now {changed.id} ({changed.path})")
+    said = f"edited {entry_id}; it is now {changed.id} ({changed.path})"
+    _said(said, changed.id, changed.path, as_json)
 
 
 @memory_group.command("reindex")

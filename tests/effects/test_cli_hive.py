@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import json
 import os
 import signal
 import socket
@@ -128,6 +129,18 @@ def test_send_without_office_leaves_one_valid_draft(office_home: HivePaths) -> N
     ]
     files = os.listdir(office_home.mailbox("jim").outbox)
     assert len([f for f in files if not f.startswith(".")]) == 1
+
+
+def test_send_json_says_where_it_went_as_the_text_does(office_home: HivePaths) -> None:
+    """What MCP's send tool returns (cli/mcp_server.py runs `hive send --json`)."""
+    result = hive(office_home, "send", "--json", "--to", "pam", "--body", "hi", agent="jim")
+    assert result.exit_code == 0, result.output
+    said = json.loads(result.stdout)
+    assert said["delivered_now"] is False  # no office runs: it waits in the outbox
+    [name] = [f for f in os.listdir(office_home.mailbox("jim").outbox) if not f.startswith(".")]
+    assert said["path"] == f"agents/jim/outbox/{name}"
+    refused = hive(office_home, "send", "--json", "--to", "nobody", "--body", "hi", agent="jim")
+    assert refused.exit_code == 2 and refused.stdout == "", refused.output
 
 
 def test_send_as_human_goes_to_the_human_outbox(office_home: HivePaths) -> None:

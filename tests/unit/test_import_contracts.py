@@ -12,10 +12,12 @@ its package's API.
 - Neither imports a private memory module: hive_core.memory's package API (its
   docstring) is what the rest of the program uses; hive_core.memory.<anything> is its
   own.
-- The app changes nothing in the hive itself: what the person sends, retries, merges,
-  forgets or edits is a `hive` verb the office runs (hive_tui/verbs.py, link.hive), so
-  no module of hive_tui but main.py imports or calls a function that writes those
-  (WRITES: mail's send, the ledger's writes, the merge, memory's changes).
+- The app and the MCP server change nothing in the hive themselves: what the person
+  sends, retries, merges, forgets or edits is a `hive` verb the office runs
+  (hive_tui/verbs.py, link.hive), and what an MCP tool writes is the `hive` verb run by
+  the server (cli/mcp_server.py `_hive`), so no module of hive_tui but main.py, and not
+  the MCP server, imports or calls a function that writes those (WRITES: mail's send,
+  the ledger's writes, the merge, memory's changes).
 
 - hive_core's packages import one another in one direction only (no package-level
   cycle, issue 27), and its root modules (paths, schema, config, mail, ...) are the
@@ -107,11 +109,13 @@ def test_the_app_and_remote_desks_import_no_command_line_and_no_private_memory_m
 
 
 def writes(root: Path = ROOT) -> list[str]:
-    """Each place in hive_tui (but main.py) that imports or calls one of WRITES: `from M
+    """Each place in hive_tui (but main.py) and the MCP server that imports or calls one
+    of WRITES: `from M
     import f`, or `m.f` where `m` is module M imported (`from P import m`, `import M as
     m`)."""
     found = []
-    for path in sorted((root / "hive_tui").rglob("*.py")):
+    adapters = [*(root / "hive_tui").rglob("*.py"), root / "hive_core/cli/mcp_server.py"]
+    for path in sorted(p for p in adapters if p.exists()):
         rel = path.relative_to(root).as_posix()
         if rel == "hive_tui/main.py":
             continue
@@ -149,7 +153,12 @@ def test_the_write_contract_sees_an_import_and_a_call_through_a_module(tmp_path:
         "tasks.retry_as(1)\n"
     )
     (app / "main.py").write_text("from hive_core.mail import send\n")
+    (tmp_path / "hive_core" / "cli").mkdir(parents=True)
+    (tmp_path / "hive_core" / "cli" / "mcp_server.py").write_text(
+        "from hive_core.memory import note, search\n"
+    )
     assert writes(tmp_path) == [
+        "hive_core/cli/mcp_server.py:1 imports hive_core.memory.note",
         "hive_tui/a.py:1 imports hive_core.mail.send",
         "hive_tui/a.py:4 uses hive_core.mail.send",
         "hive_tui/a.py:6 uses hive_core.team.tasks.retry_as",
