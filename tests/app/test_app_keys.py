@@ -4,14 +4,15 @@ from the keyboard with nothing typed into the agent (and the agent getting keys 
 after esc), prefix commands while an Input has the focus, alt+N from a panel, an
 escalation answered with Enter, and archive asked first. Agents are recorders: every byte
 their terminal gives them lands in a file, so "the agent got nothing" is checked on the
-child's side. The last test runs the app in a real tmux at 80x24."""
+child's side. The app is attached to a real `hive-office serve` over the SocketLink
+(tests/app/conftest.py); the last test runs `hive-office` in a real tmux at 80x24."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -37,9 +38,11 @@ from hive_tui.panels.log import LogLines, LogPanel
 from hive_tui.screens.answer import AnswerScreen
 from hive_tui.screens.confirm import ConfirmScreen
 from hive_tui.screens.help import HelpScreen
+from hive_tui.screens.quit import QuitScreen
 from hive_tui.terminal.pane import TerminalPane
-from tests.app.test_app import _roster, keys_of
-from tests.support import office_of, until, wait_for
+from tests.app.conftest import ServeApp, settled
+from tests.app.test_app import _roster, indexed, keys_of
+from tests.support import until, wait_for
 
 PREFIX = "ctrl+right_square_bracket"
 
@@ -97,13 +100,14 @@ def _home(root: Path, prefix_key: str | None = None) -> HivePaths:
 
 
 @pytest.fixture
-async def app(short_tmp: Path) -> AsyncIterator[HiveApp]:
-    paths = _home(short_tmp)
-    yield HiveApp(Office(paths, program=hive))
+def app(short_tmp: Path, serve_app: ServeApp) -> HiveApp:
+    return serve_app(_home(short_tmp))
 
 
 async def _ready(pilot: Pilot[None], app: HiveApp, agent: str = "michael") -> None:
-    """The agent's recorder runs (its terminal is raw): bytes typed now are recorded."""
+    """The app has started and the agent's recorder runs (its terminal is raw): bytes
+    typed now are recorded."""
+    await settled(pilot, app)
     await until(
         pilot,
         lambda: "READY" in "".join(app.pane(agent).render_line(y).text for y in range(4)),
@@ -117,8 +121,10 @@ def _shown(app: HiveApp) -> str:
 
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)])
-async def test_the_key_line_is_whole_on_screen(size: tuple[int, int], short_tmp: Path) -> None:
-    app = HiveApp(Office(_home(short_tmp), agents=False, program=hive))
+async def test_the_key_line_is_whole_on_screen(
+    size: tuple[int, int], short_tmp: Path, serve_app: ServeApp
+) -> None:
+    app = serve_app(_home(short_tmp), agents=False)
     async with app.run_test(size=size) as pilot:
         line = app.query_one(KeyLine)
         await until(pilot, lambda: line.size.width == size[0], "the key line laid out")
@@ -140,7 +146,6 @@ async def test_the_key_line_is_whole_on_screen(size: tuple[int, int], short_tmp:
             assert body.scroll_y > 0
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
-        await pilot.press(PREFIX, "q")
 
 
 async def test_the_armed_prefix_shows_and_times_out(
@@ -169,15 +174,14 @@ async def test_the_armed_prefix_shows_and_times_out(
         # esc after the prefix is "never mind": nothing typed, nothing run.
         await pilot.press(PREFIX, "escape", "k")
         await until(pilot, lambda: keys_of(app, "michael") == b"lk", "k typed into michael")
-        await pilot.press(PREFIX, "q")
 
 
 async def test_memory_after_prefix_m_gets_the_keys_and_esc_gives_them_back(app: HiveApp) -> None:
-    paths = office_of(app).paths
+    paths = app.link.paths
     paths.board.write_text("# Plan\n\nThe flux_capacitor rollout waits for the soak.\n")
     async with app.run_test(size=(160, 48)) as pilot:
         await _ready(pilot, app)
-        office_of(app).memory.changed({paths.board})
+        await until(pilot, lambda: "flux_capacitor" in indexed(paths, "soak"), "the board indexed")
         # The command and the query in one go, as a fast typist (or a paste) sends them.
         await pilot.press(PREFIX, "m", *"flux", "enter")
         box = app.query_one("#memory-query", Input)
@@ -189,11 +193,10 @@ async def test_memory_after_prefix_m_gets_the_keys_and_esc_gives_them_back(app: 
         assert app.focused is app.pane("michael")
         await pilot.press(*"ok")
         await until(pilot, lambda: keys_of(app, "michael") == b"ok", "ok typed into michael")
-        await pilot.press(PREFIX, "q")
 
 
 async def test_every_panel_is_reached_and_scrolled_by_keys(app: HiveApp) -> None:
-    paths = office_of(app).paths
+    paths = app.link.paths
     paths.board.write_text("# Long board\n\n" + "".join(f"- line {n}\n" for n in range(300)))
     ledger = tasks.empty_ledger()
     for n in range(40):
@@ -238,7 +241,6 @@ async def test_every_panel_is_reached_and_scrolled_by_keys(app: HiveApp) -> None
         # Scrolled, picked, navigated: and not one byte reached the agent.
         await pilot.press("z")
         await until(pilot, lambda: keys_of(app, "michael") == b"z", "z typed into michael")
-        await pilot.press(PREFIX, "q")
 
 
 async def test_prefix_commands_work_while_an_input_has_the_focus(app: HiveApp) -> None:
@@ -264,20 +266,34 @@ async def test_prefix_commands_work_while_an_input_has_the_focus(app: HiveApp) -
         assert app.focused is app.pane("michael")
         assert box.value == "ab"
         assert keys_of(app, "michael") == b"\x1d" and keys_of(app, "jim") == b""
-        # And q quits from the box too (the app let go of the office's listeners first).
+        # And q quits from the box too: asked first (the office runs on its own), d detaches.
+        await pilot.press(PREFIX, "m", PREFIX, "q")
+        await until(pilot, lambda: isinstance(app.screen, QuitScreen), "the question")
+        await pilot.press("d")
+        await until(pilot, lambda: app.ended, "the app to detach")
+        assert box.value == "ab" and app.ended is not None and "detached" in app.ended
+
+
+# In-process: what it checks is the in-process office's own listeners (LocalLink).
+async def test_q_lets_go_of_an_in_process_office_before_stopping_it(short_tmp: Path) -> None:
+    app = HiveApp(Office(_home(short_tmp), agents=False, program=hive))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settled(pilot, app)
         await pilot.press(PREFIX, "m", PREFIX, "q")
         link = app.link
         assert isinstance(link, LocalLink)
-        assert box.value == "ab" and link._agent_changed not in link.office.listeners.agent
+        assert link._agent_changed not in link.office.listeners.agent
 
 
-async def test_an_escalation_is_answered_from_the_keyboard(short_tmp: Path) -> None:
+async def test_an_escalation_is_answered_from_the_keyboard(
+    short_tmp: Path, serve_app: ServeApp
+) -> None:
     paths = _home(short_tmp)
     write_draft(
         paths.mailbox("jim"),
         Draft(to="human", act="query", subject="Which vendor?", body="A or B?", needs_human=True),
     )
-    app = HiveApp(Office(paths, agents=False, program=hive))
+    app = serve_app(paths, agents=False)
     async with app.run_test(size=(160, 48)) as pilot:
         [question] = await until(pilot, lambda: list(app.escalations.values()), "the question")
         await until(pilot, lambda: app.query_one("#inbox-table", DataTable).row_count, "listed")
@@ -292,13 +308,12 @@ async def test_an_escalation_is_answered_from_the_keyboard(short_tmp: Path) -> N
         )
         assert (answer.in_reply_to, answer.body) == (question.id, "Vendor B")
         await until(pilot, lambda: not app.escalations, "the question off the list")
-        await pilot.press(PREFIX, "q")
 
 
 async def test_archive_asks_first_and_no_leaves_the_agent(app: HiveApp) -> None:
     async with app.run_test(size=(160, 48)) as pilot:
         await _ready(pilot, app)
-        await until(pilot, lambda: office_of(app).supervisor.sessions.get("pam"), "pam running")
+        await until(pilot, lambda: app.link.view("pam").pid, "pam running")
         await pilot.press("alt+3", PREFIX, "a")
         assert isinstance(app.screen, ConfirmScreen)
         assert "Archive pam?" in str(app.screen.query_one("#confirm Static").render())
@@ -306,10 +321,9 @@ async def test_archive_asks_first_and_no_leaves_the_agent(app: HiveApp) -> None:
         assert isinstance(app.screen, ConfirmScreen), "enter is not a yes"
         await pilot.press("n")
         assert not isinstance(app.screen, ConfirmScreen)
-        assert office_of(app).states["pam"].status != "archived"
+        assert app.link.view("pam").status != "archived"
         await pilot.press(PREFIX, "a", "y")
-        await until(pilot, lambda: office_of(app).states["pam"].status == "archived", "archived")
-        await pilot.press(PREFIX, "q")
+        await until(pilot, lambda: app.link.view("pam").status == "archived", "archived")
 
 
 # --- a real terminal -------------------------------------------------------------------
