@@ -1,6 +1,7 @@
 """Issue 14 in the app: an answered escalation leaves the Inbox and the manager's `!`; a
 task question reaches the Inbox and is answered with Enter; Enter on a task opens it
-with its history; a message to `human` rings the terminal once."""
+with its history; a message to `human` rings the terminal once. The app is attached to a
+real `hive-office serve` (no agent CLIs) over the SocketLink (tests/app/conftest.py)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,8 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import DataTable
 
-from hive_core.cli import hive
 from hive_core.ids import utc_now_iso
 from hive_core.mail import iter_inbox, write_draft
-from hive_core.office import Office
 from hive_core.paths import HivePaths
 from hive_core.schema import HUMAN, Draft, Task
 from hive_core.team import tasks
@@ -24,6 +23,7 @@ from hive_tui.app import HiveApp
 from hive_tui.panels.board import BoardPanel
 from hive_tui.screens.answer import AnswerScreen
 from hive_tui.screens.task import TaskScreen, changes, committed_versions
+from tests.app.conftest import ServeApp
 from tests.app.test_app_keys import PREFIX, _home
 from tests.support import until
 
@@ -58,13 +58,13 @@ async def _watching(pilot: Pilot[None], app: HiveApp, paths: HivePaths) -> None:
 
 
 async def test_an_answered_escalation_leaves_the_inbox_and_the_managers_mark(
-    paths: HivePaths,
+    paths: HivePaths, serve_app: ServeApp
 ) -> None:
     write_draft(
         paths.mailbox("jim"),
         Draft(to="michael", act="query", subject="Budget?", body="Over?", needs_human=True),
     )
-    app = HiveApp(Office(paths, agents=False, program=hive))
+    app = serve_app(paths, agents=False)
     async with app.run_test(size=(160, 48)) as pilot:
         [item] = await until(pilot, lambda: list(app.escalations.values()), "the escalation")
         manager = app.link.view("michael")
@@ -77,13 +77,12 @@ async def test_an_answered_escalation_leaves_the_inbox_and_the_managers_mark(
         assert not app.info(manager).needs_you
         # The manager's copy is kept (it reads it in its own time).
         assert item.id in {m.id for m in iter_inbox(paths.mailbox("michael"))}
-        await pilot.press(PREFIX, "q")
 
 
 async def test_a_task_question_reaches_the_inbox_and_is_answered_with_enter(
-    paths: HivePaths,
+    paths: HivePaths, serve_app: ServeApp
 ) -> None:
-    app = HiveApp(Office(paths, agents=False, program=hive))
+    app = serve_app(paths, agents=False)
     async with app.run_test(size=(160, 48)) as pilot:
         await _watching(pilot, app, paths)
         _ask_on_task(paths, "Postgres or SQLite?")  # as `hive task update --question` does
@@ -97,12 +96,13 @@ async def test_a_task_question_reaches_the_inbox_and_is_answered_with_enter(
         await until(pilot, lambda: item not in app.escalations, "the question answered")
         [t] = tasks.tasks_of(tasks.load_ledger(paths.tasks))
         assert t.questions[0].answer == "SQLite"
-        await pilot.press(PREFIX, "q")
 
 
-async def test_enter_on_a_task_opens_it_with_its_history(paths: HivePaths) -> None:
+async def test_enter_on_a_task_opens_it_with_its_history(
+    paths: HivePaths, serve_app: ServeApp
+) -> None:
     _ask_on_task(paths, "Postgres or SQLite?")
-    app = HiveApp(Office(paths, agents=False, program=hive))
+    app = serve_app(paths, agents=False)
     async with app.run_test(size=(160, 48)) as pilot:
         await _watching(pilot, app, paths)
         # The first commit holds the task as added (todo); the office commits the change.
@@ -132,11 +132,10 @@ async def test_enter_on_a_task_opens_it_with_its_history(paths: HivePaths) -> No
         assert "status: todo -> doing" in shown and "assignee: - -> jim" in shown
         await pilot.press("escape")
         assert not isinstance(app.screen, TaskScreen)
-        await pilot.press(PREFIX, "q")
 
 
-async def test_a_message_to_human_rings_once(paths: HivePaths) -> None:
-    app = HiveApp(Office(paths, agents=False, program=hive))
+async def test_a_message_to_human_rings_once(paths: HivePaths, serve_app: ServeApp) -> None:
+    app = serve_app(paths, agents=False)
     written: list[str] = []
     app.write_terminal = written.append  # type: ignore[method-assign,assignment]
     async with app.run_test(size=(160, 48)) as pilot:
@@ -149,7 +148,6 @@ async def test_a_message_to_human_rings_once(paths: HivePaths) -> None:
         write_draft(paths.mailbox("pam"), Draft(to=HUMAN, act="query", subject="Vendor B?"))
         await until(pilot, lambda: len(written) == 2, "the second ring")
         assert "Vendor B?" in written[1] and "Vendor A?" not in written[1]
-        await pilot.press(PREFIX, "q")
 
 
 def test_the_history_lists_each_change_between_committed_versions() -> None:

@@ -1,7 +1,8 @@
 """Panels a person can read (issue 23): a panel zoomed to the whole screen and back, the
 Inbox tab's count kept live, the Changes view inside the screen at 80x24 and 160x48, the
 help screen without markup debris, and map labels whose name and marks stay apart. The
-look in a real tmux is tests/e2e/test_panels_tmux.py."""
+app is attached to a real `hive-office serve` (no agent CLIs) over the SocketLink
+(tests/app/conftest.py). The look in a real tmux is tests/e2e/test_panels_tmux.py."""
 
 from __future__ import annotations
 
@@ -12,19 +13,18 @@ import pytest
 from textual.containers import VerticalScroll
 from textual.widgets import Static, TabbedContent
 
-from hive_core.cli import hive
 from hive_core.hive import init_office
 from hive_core.mail import write_draft
-from hive_core.office import Office
 from hive_core.paths import HivePaths
 from hive_core.schema import Draft, LogEvent
-from hive_tui.app import HiveApp, side_width
+from hive_tui.app import side_width
 from hive_tui.map.widget import OfficeMap
 from hive_tui.messages import AgentInfo
 from hive_tui.panels.log import LogLines, LogPanel
 from hive_tui.screens.diff import DiffScreen
 from hive_tui.screens.help import HelpScreen
 from hive_tui.terminal.pane import TerminalPane
+from tests.app.conftest import ServeApp
 from tests.app.test_app import _roster
 from tests.app.test_office_map import MapApp, screen_text
 from tests.support import until
@@ -50,9 +50,9 @@ def _log_text(lines: LogLines) -> str:
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)])
 async def test_a_panel_zooms_to_the_whole_screen_and_back(
-    size: tuple[int, int], short_tmp: Path
+    size: tuple[int, int], short_tmp: Path, serve_app: ServeApp
 ) -> None:
-    app = HiveApp(Office(_paths(short_tmp), agents=False, program=hive))
+    app = serve_app(_paths(short_tmp), agents=False)
     async with app.run_test(size=size) as pilot:
         side = app.query_one("#side")
         await until(pilot, lambda: side.outer_size.width == side_width(size[0]), "the side")
@@ -83,7 +83,7 @@ async def test_a_panel_zooms_to_the_whole_screen_and_back(
         assert app.layout_mode == "default" and isinstance(app.focused, TerminalPane)
         await pilot.press(PREFIX, "z")
         assert app.layout_mode == "zoom" and not side.display
-        await pilot.press(PREFIX, "z", PREFIX, "q")
+        await pilot.press(PREFIX, "z")
 
 
 def test_the_side_panel_widens_and_the_pane_keeps_its_columns() -> None:
@@ -94,9 +94,11 @@ def test_the_side_panel_widens_and_the_pane_keeps_its_columns() -> None:
     assert all(side_width(w + 1) >= side_width(w) for w in range(40, 300))
 
 
-async def test_the_inbox_tab_counts_what_waits_and_follows_it(short_tmp: Path) -> None:
+async def test_the_inbox_tab_counts_what_waits_and_follows_it(
+    short_tmp: Path, serve_app: ServeApp
+) -> None:
     paths = _paths(short_tmp)
-    app = HiveApp(Office(paths, agents=False, program=hive))
+    app = serve_app(paths, agents=False)
     async with app.run_test(size=(160, 48)) as pilot:
         tab = app.query_one(TabbedContent).get_tab("tab-inbox")
         await until(pilot, lambda: app.escalations == {}, "the inbox read")
@@ -109,14 +111,13 @@ async def test_the_inbox_tab_counts_what_waits_and_follows_it(short_tmp: Path) -
         await until(pilot, lambda: tab.label.plain == "Inbox 2", "the count of two")
         await pilot.press(PREFIX, "i", "enter", *"B", "ctrl+s")
         await until(pilot, lambda: tab.label.plain == "Inbox 1", "the count after an answer")
-        await pilot.press(PREFIX, "q")
 
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)])
 async def test_the_changes_view_stays_inside_the_screen(
-    size: tuple[int, int], short_tmp: Path
+    size: tuple[int, int], short_tmp: Path, serve_app: ServeApp
 ) -> None:
-    app = HiveApp(Office(_paths(short_tmp), agents=False, program=hive))
+    app = serve_app(_paths(short_tmp), agents=False)
     async with app.run_test(size=size) as pilot:
         await pilot.press(PREFIX, "v")
         screen = await until(
@@ -128,11 +129,13 @@ async def test_the_changes_view_stays_inside_the_screen(
         # Its four borders on screen: the bottom one on the last row, not past it.
         assert box.x == 0 and box.right == size[0]
         assert box.y >= 1 and box.bottom == size[1]
-        await pilot.press("escape", PREFIX, "q")
+        await pilot.press("escape")
 
 
-async def test_the_help_screen_shows_each_key_without_markup(short_tmp: Path) -> None:
-    app = HiveApp(Office(_paths(short_tmp), agents=False, program=hive))
+async def test_the_help_screen_shows_each_key_without_markup(
+    short_tmp: Path, serve_app: ServeApp
+) -> None:
+    app = serve_app(_paths(short_tmp), agents=False)
     async with app.run_test(size=(120, 60)) as pilot:
         await pilot.press(PREFIX, "?")
         assert isinstance(app.screen, HelpScreen)
@@ -148,7 +151,7 @@ async def test_the_help_screen_shows_each_key_without_markup(short_tmp: Path) ->
         column = rows[at].index("copy mode:")
         assert not rows[at + 1][:column].strip() and rows[at + 1][column] != " ", rows[at + 1]
         assert re.search(r"^    ctrl\+\] send ctrl\+\] itself", plain, re.M)
-        await pilot.press("escape", PREFIX, "q")
+        await pilot.press("escape")
 
 
 @pytest.mark.parametrize("size", [(160, 14), (80, 8)])

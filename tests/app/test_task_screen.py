@@ -2,7 +2,8 @@
 checkpoint, and `r` retries the task as the person through the function `hive task
 retry` uses: one more attempt, doing, and the assignee mailed the checkpoint. A task
 with nobody to give it to is refused with the sentence, the form kept open. A real
-office (its router delivers the mail) under the real app, driven by Pilot."""
+office (its router delivers the mail; `hive-office serve`, no agent CLIs) with the app
+attached over the SocketLink (tests/app/conftest.py), driven by Pilot."""
 
 from __future__ import annotations
 
@@ -14,15 +15,14 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Static
 
-from hive_core.cli import hive
 from hive_core.ids import utc_now_iso
 from hive_core.mail import iter_inbox
-from hive_core.office import Office
 from hive_core.paths import HivePaths
 from hive_core.schema import Ledger, Task
 from hive_core.team import tasks
 from hive_tui.app import HiveApp
 from hive_tui.screens.task import RetryScreen, TaskScreen
+from tests.app.conftest import ServeApp
 from tests.app.test_app_keys import PREFIX, _home
 from tests.support import until
 
@@ -65,8 +65,10 @@ def text_of(screen: TaskScreen, selector: str) -> str:
     return str(screen.query_one(selector, Static).render())
 
 
-async def test_r_retries_the_task_with_its_checkpoint(paths: HivePaths) -> None:
-    app = HiveApp(Office(paths, agents=False, program=hive))
+async def test_r_retries_the_task_with_its_checkpoint(
+    paths: HivePaths, serve_app: ServeApp
+) -> None:
+    app = serve_app(paths, agents=False)
     async with app.run_test(size=(160, 48)) as pilot:
         screen = await open_task(pilot, app, 0)
         shown = text_of(screen, "#task-text")
@@ -90,11 +92,12 @@ async def test_r_retries_the_task_with_its_checkpoint(paths: HivePaths) -> None:
         assert request.sender == "human" and request.act == "request" and request.task == "t1"
         assert CHECKPOINT in request.body and "Use tomllib." in request.body
         await pilot.press("escape")
-        await pilot.press(PREFIX, "q")
 
 
-async def test_a_task_with_no_assignee_is_refused_until_one_is_named(paths: HivePaths) -> None:
-    app = HiveApp(Office(paths, agents=False, program=hive))
+async def test_a_task_with_no_assignee_is_refused_until_one_is_named(
+    paths: HivePaths, serve_app: ServeApp
+) -> None:
+    app = serve_app(paths, agents=False)
     async with app.run_test(size=(160, 48)) as pilot:
         screen = await open_task(pilot, app, 1)
         assert "no checkpoint recorded" in text_of(screen, "#task-text")
@@ -121,4 +124,3 @@ async def test_a_task_with_no_assignee_is_refused_until_one_is_named(paths: Hive
             "the request delivered to pam",
         )
         await pilot.press("escape")
-        await pilot.press(PREFIX, "q")
