@@ -1,5 +1,6 @@
 """Cost on screen: the office's cost loop reads a Claude transcript and the app shows the
-agent's cost in its pane title and the task's in the Tasks tab (a real Office, real files)."""
+agent's cost in its pane title and the task's in the Tasks tab (a real `hive-office serve`
+with the app attached over the SocketLink, tests/app/conftest.py; real files)."""
 
 from __future__ import annotations
 
@@ -10,15 +11,13 @@ from pathlib import Path
 
 import msgspec
 
-from hive_core.cli import hive
 from hive_core.cost import UsageFile
 from hive_core.hive import init_office
 from hive_core.ids import utc_now_iso
-from hive_core.office import Office
 from hive_core.paths import HivePaths
 from hive_core.team.tasks import save_ledger
-from hive_tui.app import HiveApp
 from hive_tui.panels.tasks import TasksPanel
+from tests.app.conftest import ServeApp
 from tests.support import until
 
 SESSION = "0b5a1d2e-0000-4000-8000-000000000001"
@@ -42,7 +41,7 @@ def transcript_line(ts: str) -> str:
     return json.dumps({"type": "assistant", "timestamp": ts, "message": message})
 
 
-async def test_pane_title_and_tasks_tab_show_the_cost(short_tmp: Path) -> None:
+async def test_pane_title_and_tasks_tab_show_the_cost(short_tmp: Path, serve_app: ServeApp) -> None:
     root = short_tmp
     paths = HivePaths(root / "home")
     paths.home.mkdir(parents=True)
@@ -60,7 +59,7 @@ async def test_pane_title_and_tasks_tab_show_the_cost(short_tmp: Path) -> None:
     later = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=1)
     transcript.write_text(transcript_line(later.isoformat().replace("+00:00", "Z")) + "\n")
 
-    app = HiveApp(Office(paths, program=hive))
+    app = serve_app(paths)
     async with app.run_test(size=(160, 48)) as pilot:
         pane = app.pane("jim")
         await until(pilot, lambda: "$0.42" in str(pane.border_title), "the cost in the title")
@@ -73,4 +72,3 @@ async def test_pane_title_and_tasks_tab_show_the_cost(short_tmp: Path) -> None:
         written = msgspec.json.decode(paths.usage_file.read_bytes(), type=UsageFile)
         assert written.sessions == {"jim": [SESSION]}
         assert written.agents["jim"].tokens.output == 28_000
-        await app.action_quit()

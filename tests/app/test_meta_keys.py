@@ -7,22 +7,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hive_core.cli import hive
-from hive_core.office import Office
-from hive_tui.app import HiveApp
 from hive_tui.screens.help import HelpScreen
+from tests.app.conftest import ServeApp
 from tests.app.test_app import focused_pane, keys_of
 from tests.app.test_app_keys import _home, _ready
 from tests.support import until
 
 
-async def test_alt_digits_off_leaves_alt_n_to_the_agent(short_tmp: Path) -> None:
+async def test_alt_digits_off_leaves_alt_n_to_the_agent(
+    short_tmp: Path, serve_app: ServeApp
+) -> None:
     paths = _home(short_tmp)
     toml = paths.office_toml.read_text()
     paths.office_toml.write_text(
         toml.replace('manager = "michael"', 'manager = "michael"\nalt_digits = false', 1)
     )
-    app = HiveApp(Office(paths, program=hive))
+    app = serve_app(paths)
     async with app.run_test(size=(160, 48)) as pilot:
         await _ready(pilot, app)
         await pilot.press("alt+2", "alt+1")

@@ -1,5 +1,6 @@
 """`why` from the app: the prefix then w for the focused agent, w on the map for the
-selected one; the same sentence `hive-office why` prints (the office's one dispatch)."""
+selected one; the same sentence `hive-office why` prints (the office's one dispatch). The
+app is attached to a real `hive-office serve` over the SocketLink (tests/app/conftest.py)."""
 
 from __future__ import annotations
 
@@ -7,14 +8,13 @@ from pathlib import Path
 
 from textual.pilot import Pilot
 
-from hive_core.cli import hive
 from hive_core.hive import init_office
-from hive_core.office import Office
 from hive_core.paths import HivePaths
 from hive_core.render import why_text
 from hive_core.schema import ControlRequest
 from hive_tui.app import HiveApp
 from hive_tui.map.widget import OfficeMap
+from tests.app.conftest import ServeApp
 
 PREFIX = "ctrl+right_square_bracket"
 ROSTER = """[office]
@@ -53,16 +53,15 @@ async def _until(pilot: Pilot[None], predicate: object, what: str) -> None:
 
 
 async def test_why_for_the_focused_agent_and_for_the_one_picked_on_the_map(
-    tmp_path: Path,
+    short_tmp: Path, serve_app: ServeApp
 ) -> None:
-    office = Office(_home(tmp_path), agents=False, program=hive)
-    app = HiveApp(office)
+    app = serve_app(_home(short_tmp), agents=False)
     async with app.run_test(size=(160, 48)) as pilot:
         for agent in ("michael", "jim"):
-            await _until(pilot, lambda a=agent: office.states[a].explained, f"{agent} explained")
+            await _until(pilot, lambda a=agent: app.link.view(a).explained, f"{agent} explained")
 
         async def expected(agent: str) -> str:
-            reply = await office.person.perform(ControlRequest(cmd="why", agent=agent))
+            reply = await app.link.perform(ControlRequest(cmd="why", agent=agent))
             return why_text(agent, reply.detail)
 
         # Without the prefix, w is typed into the agent: no answer appears.
