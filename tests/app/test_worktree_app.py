@@ -1,30 +1,30 @@
 """The Diff view from the keyboard: prefix then `d` lists the agents with changes against
-their base and shows a picked file's hunks; esc closes it. A real office in the app, a
-real git worktree."""
+their base and shows a picked file's hunks; esc closes it. A real office (`hive-office
+serve`) with the app attached over the SocketLink (tests/app/conftest.py), a real git
+worktree."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from rich.syntax import Syntax
 from textual.widgets import OptionList, Static
 
-from hive_core.cli import hive
 from hive_core.hive import init_office
-from hive_core.office import Office
 from hive_core.paths import HivePaths
 from hive_tui.app import HiveApp
 from hive_tui.screens.diff import DiffScreen
+from tests.app.conftest import ServeApp
+from tests.app.test_worktree_keys import started
 from tests.e2e.test_worktree import make_repo
-from tests.support import office_of, until
+from tests.support import until
 
 PREFIX = "ctrl+right_square_bracket"
 
 
 @pytest.fixture
-async def app(short_tmp: Path) -> AsyncIterator[HiveApp]:
+def app(short_tmp: Path, serve_app: ServeApp) -> HiveApp:
     root = short_tmp
     repo = make_repo(root)
     paths = HivePaths(root / "home")
@@ -36,13 +36,13 @@ async def app(short_tmp: Path) -> AsyncIterator[HiveApp]:
         f'[[agents]]\nid = "jim"\nname = "Jim"\n{agent}cwd = "{repo}"\n'
     )
     init_office(paths)
-    yield HiveApp(Office(paths, program=hive))
+    return serve_app(paths)
 
 
 async def test_prefix_d_shows_each_agents_changed_files_and_their_hunks(app: HiveApp) -> None:
-    worktree = office_of(app).paths.worktree("jim")
+    worktree = app.link.paths.worktree("jim")
     async with app.run_test(size=(160, 48)) as pilot:
-        await until(pilot, lambda: office_of(app).supervisor.sessions.get("jim"), "jim started")
+        await until(pilot, lambda: started(app, "jim"), "jim started")
         (worktree / "a.txt").write_text("a\njim was here\n")
         (worktree / "notes.md").write_text("# notes\n")
         await pilot.press(PREFIX, "v")
@@ -66,4 +66,3 @@ async def test_prefix_d_shows_each_agents_changed_files_and_their_hunks(app: Hiv
         )
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, DiffScreen), "the view closed")
-        await pilot.press(PREFIX, "q")

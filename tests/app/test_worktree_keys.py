@@ -1,11 +1,11 @@
 """Merging from the Diff view and the map's overlap mark: `m` on an agent's file shows what
 will change, y merges its branch into the base, n changes nothing, and a conflicting
 branch changes nothing and lists the files; two agents whose branches touch one file carry
-a mark on the map, a third does not. A real office in the app, real git worktrees."""
+a mark on the map, a third does not. A real office (`hive-office serve`) with the app
+attached over the SocketLink (tests/app/conftest.py), real git worktrees."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -13,24 +13,24 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import OptionList, Static
 
-from hive_core.cli import hive
 from hive_core.hive import init_office
 from hive_core.mail import message_names
-from hive_core.office import Office
 from hive_core.paths import HivePaths
 from hive_tui.app import HiveApp
-from hive_tui.link import LocalLink
 from hive_tui.map.widget import OfficeMap
 from hive_tui.screens.confirm import ConfirmScreen
 from hive_tui.screens.diff import DiffScreen
+from tests.app.conftest import ServeApp
 from tests.e2e.test_worktree import git, make_repo
-from tests.support import office_of, until
+from tests.support import until
 
 PREFIX = "ctrl+right_square_bracket"
 AGENT = 'provider = "shell"\ncommand = ["sleep", "600"]\n'
 
 
-def office_app(root: Path, agents: list[str], extra: str = "") -> tuple[HiveApp, Path]:
+def office_app(
+    serve_app: ServeApp, root: Path, agents: list[str], extra: str = ""
+) -> tuple[HiveApp, Path]:
     repo = make_repo(root)
     paths = HivePaths(root / "home")
     paths.home.mkdir()
@@ -40,16 +40,17 @@ def office_app(root: Path, agents: list[str], extra: str = "") -> tuple[HiveApp,
     )
     paths.office_toml.write_text(f'[office]\nmanager = "michael"\n{extra}\n{desks}')
     init_office(paths)
-    return HiveApp(Office(paths, program=hive)), repo
+    return serve_app(paths), repo
 
 
-def started(office: Office, agent: str) -> bool:
-    return agent in office.supervisor.sessions
+def started(app: HiveApp, agent: str) -> bool:
+    """The office started the agent's CLI (in the worktree it made for it first)."""
+    return app.link.view(agent).pid is not None
 
 
 @pytest.fixture
-async def app(short_tmp: Path) -> AsyncIterator[tuple[HiveApp, Path]]:
-    yield office_app(short_tmp, ["jim"])
+def app(short_tmp: Path, serve_app: ServeApp) -> tuple[HiveApp, Path]:
+    return office_app(serve_app, short_tmp, ["jim"])
 
 
 def text_of(widget: Static) -> str:
@@ -57,10 +58,8 @@ def text_of(widget: Static) -> str:
 
 
 async def jim_commits(pilot: Pilot[Any], app: HiveApp, name: str, text: str) -> str:
-    assert isinstance(app.link, LocalLink)
-    office = office_of(app)
-    await until(pilot, lambda: started(office, "jim"), "jim started")
-    worktree = office.paths.worktree("jim")
+    await until(pilot, lambda: started(app, "jim"), "jim started")
+    worktree = app.link.paths.worktree("jim")
     (worktree / name).write_text(text)
     git(worktree, "add", name)
     git(worktree, "commit", "-qm", f"jim: {name}")
@@ -111,7 +110,7 @@ async def test_m_asks_then_y_merges_jims_branch_into_main(app: tuple[HiveApp, Pa
             ),
             "the merged file gone from the list",
         )
-        await pilot.press("escape", PREFIX, "q")
+        await pilot.press("escape")
 
 
 async def test_m_then_n_changes_nothing(app: tuple[HiveApp, Path]) -> None:
@@ -125,7 +124,7 @@ async def test_m_then_n_changes_nothing(app: tuple[HiveApp, Path]) -> None:
         assert await result_of(pilot, screen) == "not merged."
         assert git(repo, "rev-parse", "main") == before
         assert not (repo / "c.txt").exists()
-        await pilot.press("escape", PREFIX, "q")
+        await pilot.press("escape")
 
 
 async def test_a_conflicting_merge_changes_nothing_and_lists_the_files(
@@ -153,17 +152,19 @@ async def test_a_conflicting_merge_changes_nothing_and_lists_the_files(
             ),
             "the manager mailed",
         )
-        await pilot.press("escape", PREFIX, "q")
+        await pilot.press("escape")
 
 
-async def test_the_map_marks_two_agents_whose_branches_touch_one_file(short_tmp: Path) -> None:
-    hive, _repo = office_app(short_tmp, ["jim", "pam", "dwight"], "worktree_check_s = 0.2")
+async def test_the_map_marks_two_agents_whose_branches_touch_one_file(
+    short_tmp: Path, serve_app: ServeApp
+) -> None:
+    hive, _repo = office_app(
+        serve_app, short_tmp, ["jim", "pam", "dwight"], "worktree_check_s = 0.2"
+    )
     paths = hive.link.paths
-    assert isinstance(hive.link, LocalLink)
-    office = office_of(hive)
     async with hive.run_test(size=(200, 60)) as pilot:
         await until(
-            pilot, lambda: all(started(office, a) for a in ("jim", "pam", "dwight")), "started"
+            pilot, lambda: all(started(hive, a) for a in ("jim", "pam", "dwight")), "started"
         )
         (paths.worktree("jim") / "a.txt").write_text("jim's a\n")
         (paths.worktree("pam") / "a.txt").write_text("pam's a\n")
@@ -175,4 +176,3 @@ async def test_the_map_marks_two_agents_whose_branches_touch_one_file(short_tmp:
 
         await until(pilot, lambda: "Jim ⚠" in floor() and "Pam ⚠" in floor(), "the marks")
         assert "Dwight" in floor() and "Dwight ⚠" not in floor()
-        await pilot.press(PREFIX, "q")
