@@ -19,10 +19,12 @@ import os
 from typing import NamedTuple
 
 from hive_client.client import (
+    ANSWER_TIMEOUT_S,
     EXIT,
     FILE_ERROR,
     FRAME_MAX,
     HEADER_SIZE,
+    NOT_ANSWERING,
     READ,
     REFUSED,
     REPLY_MAX,
@@ -63,7 +65,13 @@ async def call(socket_path: str, argv: list[str], *, stdin: bytes = b"") -> Verb
     try:
         writer.write(request)
         await writer.drain()
-        reply = await reader.readline()
+        try:
+            # As the thin `hive` waits. A verb the office has not answered by then is
+            # not run once this end has gone (its answer cannot be written), so trying
+            # again is safe.
+            reply = await asyncio.wait_for(reader.readline(), ANSWER_TIMEOUT_S)
+        except TimeoutError:
+            return VerbResult(REFUSED, "", NOT_ANSWERING)
         if not reply.startswith(b'{"ok":true'):
             try:
                 error = json.loads(reply).get("error") if reply else None

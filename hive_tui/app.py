@@ -39,10 +39,9 @@ from hive_core.hint import office_command
 from hive_core.memory import Hit, Mode, SearchScope, search
 from hive_core.office import Office
 from hive_core.render import status_words, why_text
-from hive_core.schema import HUMAN, ControlRequest, Draft, Message
+from hive_core.schema import HUMAN, ControlRequest, Message
 from hive_core.status import TITLE_KINDS
 from hive_core.worktrees import office_review, read_overlaps
-from hive_tui import verbs
 from hive_tui.bridge import Bridge, HiveLoaded, MailRouted
 from hive_tui.commands import key_line, person_action, view_action
 from hive_tui.link import LocalLink, OfficeLink, Route
@@ -693,7 +692,11 @@ class HiveApp(App[None], inherit_bindings=False):
         self.screen.set_focus(self.query_one(OfficeMap))
 
     def action_send(self) -> None:
-        self.push_screen(SendScreen(self.roster, self.focused_agent), self._send)
+        def sent(said: str | None) -> None:
+            if said is not None:
+                self.notify(said)
+
+        self.push_screen(SendScreen(self.roster, self.focused_agent, self.link.hive), sent)
 
     def action_hire(self) -> None:
         def hire(req: ControlRequest | None) -> None:
@@ -721,19 +724,6 @@ class HiveApp(App[None], inherit_bindings=False):
     def action_diff(self) -> None:
         link = self.link
         self.push_screen(DiffScreen(lambda: office_review(link.paths, link.config), link.hive))
-
-    def _send(self, draft: Draft | None) -> None:
-        if draft is None:
-            return
-        self.run_worker(self._send_draft(draft))
-
-    async def _send_draft(self, draft: Draft) -> None:
-        argv, body = verbs.send(draft)
-        sent = await self.link.hive(argv, body)
-        if sent.code != 0:
-            self.notify(f"Your message was not sent: {sent.said}", severity="error")
-            return
-        self.notify(f"Sent to {draft.to}.")
 
     def _title(self, agent_id: str) -> str:
         state = self.link.view(agent_id)

@@ -1,18 +1,22 @@
-"""Send a message as the person: to, act, subject, body."""
+"""Send a message as the person: to, act, subject, body. The send is `hive send`, run
+by the office (hive_tui/verbs.py), here in the form: a refusal, or an office that does
+not answer, is said with the text still there to send again."""
 
 from __future__ import annotations
 
+from rich.markup import escape
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Input, Label, Select, TextArea
 
 from hive_core.mail import check_draft
 from hive_core.schema import ACTS, Draft
+from hive_tui import verbs
 from hive_tui.screens.form import FormScreen
 
 
-class SendScreen(FormScreen[Draft]):
-    """Returns the Draft to send, or None if the person cancelled."""
+class SendScreen(FormScreen[str]):
+    """Returns what was done ("Sent to jim."), or None if the person cancelled."""
 
     DEFAULT_CSS = """
     SendScreen { align: center middle; }
@@ -23,10 +27,12 @@ class SendScreen(FormScreen[Draft]):
     #error { color: $error; height: auto; }
     """
 
-    def __init__(self, roster: list[str], to: str) -> None:
+    def __init__(self, roster: list[str], to: str, hive: verbs.Run) -> None:
         super().__init__()
         self.roster = roster
         self.to = to
+        self._hive = hive
+        self._busy = False
 
     def compose(self) -> ComposeResult:
         targets = [*self.roster, "broadcast", "triage"]
@@ -55,4 +61,14 @@ class SendScreen(FormScreen[Draft]):
         if problem:
             self.error(problem[0].upper() + problem[1:])
             return
-        self.dismiss(draft)
+        if not self._busy:
+            self._busy = True
+            self.run_worker(self._send(draft), exclusive=True)
+
+    async def _send(self, draft: Draft) -> None:
+        sent = await self._hive(*verbs.send(draft))
+        self._busy = False
+        if sent.code != 0:
+            self.error(f"Not sent: {escape(sent.said)}")
+            return
+        self.dismiss(f"Sent to {draft.to}.")

@@ -11,6 +11,7 @@ no office the full path runs; and the client's own process imports nothing of th
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import itertools
 import json
@@ -29,7 +30,8 @@ from typing import IO, NamedTuple
 import msgspec
 import pytest
 
-from hive_client.client import LOCAL, runs_in_office
+from hive_client import aio
+from hive_client.client import LOCAL, NOT_ANSWERING, runs_in_office
 from hive_core.hive import init_office
 from hive_core.paths import DEFAULT_HOME, HivePaths
 from hive_core.schema import ControlReply
@@ -354,6 +356,33 @@ def test_sends_across_a_restart_each_arrive_once(short_tmp: Path) -> None:
         assert got == sorted(f"s{n}" for n in range(len(results))), got
     finally:
         assert office.stop() == 0
+
+
+def test_a_verb_whose_caller_gave_up_on_a_held_office_is_not_run(
+    office: ServedOffice, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A caller told "not answering; try again" (the office held up past its wait, here
+    SIGSTOPped) must not find its verb done later too: the office, going on, answers the
+    held request first and runs the verb only once that answer is written, which fails on
+    a connection its caller has closed (a Unix socket says EPIPE at once); the send tried
+    again arrives once."""
+    monkeypatch.setattr(aio, "ANSWER_TIMEOUT_S", 1.0)
+    sock = str(office.paths.control_socket)
+    argv = ["send", "--to", "pam", "--subject", "once", "--body", "x"]
+    os.kill(office.process.pid, signal.SIGSTOP)
+    try:
+        gave_up = asyncio.run(aio.call(sock, argv))
+    finally:
+        os.kill(office.process.pid, signal.SIGCONT)
+    assert (gave_up.code, gave_up.err) == (1, NOT_ANSWERING)
+    # The office takes the held connection now, and a roster round trip after it shows
+    # the office has gone past it.
+    assert thin(office.home, "roster").rc == 0
+    assert not list(office.paths.mailbox("human").outbox.glob("*.json"))
+    again = asyncio.run(aio.call(sock, argv))
+    assert again.code == 0 and again.out.startswith("sent to pam"), again
+    wait_for(lambda: "once" in subjects(office.paths, "pam"), "the send tried again")
+    assert subjects(office.paths, "pam").count("once") == 1
 
 
 def test_with_no_office_the_full_hive_runs(short_tmp: Path) -> None:
