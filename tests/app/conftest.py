@@ -15,6 +15,7 @@ says why.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from functools import partial
 
 import pytest
 from textual.pilot import Pilot
@@ -36,8 +37,7 @@ def serve_app() -> Iterator[ServeApp]:
         office = ServedOffice(paths.home, agents=agents)
         offices.append(office)
         office.start()
-        wait_for(paths.client_socket.exists, "the office's client socket")
-        return HiveApp(SocketLink.connect(paths))
+        return HiveApp(wait_for(partial(_connected, paths), "the office to take a client"))
 
     yield attach
     for office in offices:
@@ -45,6 +45,13 @@ def serve_app() -> Iterator[ServeApp]:
             continue  # it never started: the test failed there already
         code = office.stop() if office.running() else office.process.wait()
         assert code == 0, f"the office exited {code}: {office.log.read_text()}"
+
+
+def _connected(paths: HivePaths) -> SocketLink | None:
+    try:
+        return SocketLink.connect(paths)
+    except (FileNotFoundError, ConnectionRefusedError):
+        return None  # its socket file is not there yet, or is bound and not listening yet
 
 
 async def settled(pilot: Pilot[None], app: HiveApp) -> None:

@@ -156,6 +156,8 @@ def seed(paths: HivePaths) -> None:
 
 
 def make_app(tmp_path: Path) -> HiveApp:
+    # In-process: the agents' states are set on the office itself for a fixed screen; a
+    # served office takes them only as hook events, logged with the time of the run.
     paths = HivePaths(tmp_path / "home")
     seed(paths)
     office = Office(paths, agents=False, program=hive)
