@@ -3,9 +3,9 @@
   frame    time from starting `hive-office` (the app, in a real pty, 48x160, run the way
            bench_app.py runs it) until every agent's name is on the screen, read by a VT
            emulator fed the app's output (the emulator's answers go back, as a terminal's
-           would); median of --runs launches, each after a start of `python -c "import
-           textual.app"` timed the same way (the floor for any Textual app; the machine is
-           shared, so the ratio is the steadier figure). Target <= 0.8 s.
+           would); median of --runs launches, each after a start of the same venv's
+           `python -c "import textual.app"` timed the same way (the floor for any Textual
+           app; the machine is shared, so the ratio is the steadier figure). Target <= 0.8 s.
   idle     the last launch stays open: after the agents have settled, CPU of the office
            (the app, a client, and the office it started in the background, with their
            helper processes) over
@@ -15,10 +15,17 @@
            by 50; beside it the cost per added agent, against an office of 1 agent
            measured the same way. Target <= 3 MB per agent.
   route    `serve --no-agents` with the same 50-agent roster: 50 senders x 200 messages
-           as fast as they can (bench_route.py's burst): lost, duplicated, time.
+           as fast as they can (bench_route.py's burst): lost, duplicated, time. A running
+           office's throughput, not a start: served by the venv the bench runs in.
 
-Usage: .venv/bin/python bench/bench_scale.py [frame|idle|memory|route|all] [--agents 50]
-       [--runs 5] [--seconds 30] [--quick]  (--quick: 3 runs, 15 s idle; for run_all)
+Usage: .venv-3.11/bin/python bench/bench_scale.py [frame|idle|memory|route|all]
+       [--agents 50] [--runs 5] [--seconds 30] [--quick] [--venv DIR | --checkout]
+       (--quick: 3 runs, 15 s idle; for run_all)
+
+The app and office are a wheel of this working tree installed in a fresh venv, as users
+run them (bench_app.py's `installed`: --venv DIR keeps that venv for the next run;
+--checkout runs the editable checkout of the bench's own venv instead, whose import hook
+slows every interpreter's start). Each figure says which install it measured.
 """
 
 from __future__ import annotations
@@ -28,7 +35,6 @@ import os
 import select
 import statistics
 import string
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -37,7 +43,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import ptyprocess
-from bench_app import BIN, quit_app, read_until, spawn
+from bench_app import (
+    Install,
+    install_options,
+    installed,
+    load,
+    quit_app,
+    spawn,
+    textual_import_s,
+)
 from bench_route import bench_burst
 from figures import figure
 
@@ -64,7 +78,7 @@ def name_of(agent_id: str) -> str:
     return "XYZ"[i // 26] + string.ascii_lowercase[i % 26]
 
 
-def make_home(root: Path, n: int) -> Path:
+def make_home(root: Path, n: int, bin_dir: Path) -> Path:
     home = root / "home"
     home.mkdir()
     ids = agent_ids(n)
@@ -74,7 +88,7 @@ def make_home(root: Path, n: int) -> Path:
         for a in ids
     )
     (home / "office.toml").write_text(roster)
-    os.system(f"{BIN / 'hive-office'} init --home {home} > /dev/null")
+    os.system(f"{bin_dir / 'hive-office'} init --home {home} > /dev/null")
     return home
 
 
@@ -112,10 +126,10 @@ class Screen:
 
 
 @contextmanager
-def app(home: Path) -> Iterator[tuple[Screen, float]]:
+def app(home: Path, bin_dir: Path) -> Iterator[tuple[Screen, float]]:
     """The app on a fresh pty; yields its screen and the start time."""
     start = time.perf_counter()
-    proc = spawn([str(BIN / "hive-office"), "--home", str(home)])
+    proc = spawn([str(bin_dir / "hive-office"), "--home", str(home)])
     try:
         yield Screen(proc), start
     finally:
@@ -210,29 +224,23 @@ class Idle:
     memory: Memory
 
 
-def textual_import_s() -> float:
-    ref = spawn([sys.executable, "-c", "import textual.app; print('imported')"])
-    try:
-        return read_until(ref, b"imported", 30)
-    finally:
-        ref.terminate(force=True)
-
-
 @dataclass
 class Frames:
     app_s: list[float]
     textual_s: list[float]
 
 
-def launch_runs(n: int, runs: int, seconds: float, idle: bool) -> tuple[Frames, Idle | None]:
+def launch_runs(
+    n: int, runs: int, seconds: float, idle: bool, inst: Install
+) -> tuple[Frames, Idle | None]:
     """Frame times of `runs` launches; the last one stays open for idle and memory."""
     names = [name_of(a) for a in agent_ids(n)]
     frames = Frames([], [])
     with tempfile.TemporaryDirectory(dir="/tmp") as d:
-        home = make_home(Path(d), n)
+        home = make_home(Path(d), n, inst.bin)
         for run in range(runs):
-            frames.textual_s.append(textual_import_s())
-            with app(home) as (screen, start):
+            frames.textual_s.append(textual_import_s(inst.bin))
+            with app(home, inst.bin) as (screen, start):
                 frames.app_s.append(until_every_name(screen, start, names, 60))
                 if run < runs - 1 or not idle:
                     continue
@@ -246,41 +254,43 @@ def launch_runs(n: int, runs: int, seconds: float, idle: bool) -> tuple[Frames, 
     return frames, None
 
 
-def one_agent_memory() -> Memory:
+def one_agent_memory(inst: Install) -> Memory:
     with tempfile.TemporaryDirectory(dir="/tmp") as d:
-        home = make_home(Path(d), 1)
-        with app(home) as (screen, start):
+        home = make_home(Path(d), 1, inst.bin)
+        with app(home, inst.bin) as (screen, start):
             until_every_name(screen, start, [name_of(agent_ids(1)[0])], 60)
             screen.drain(SETTLE_S)
             return memory([screen.proc.pid, office_pid(home)])
 
 
-def report_frame(n: int, frames: Frames) -> None:
+def report_frame(n: int, frames: Frames, inst: Install) -> None:
     runs = len(frames.app_s)
     med, ref = statistics.median(frames.app_s), statistics.median(frames.textual_s)
     print(
-        f"frame: hive-office -> all {n} names on screen, {runs} runs: median "
-        f"{med * 1000:.0f} ms, max {max(frames.app_s) * 1000:.0f} ms (target <= "
-        f"{FRAME_TARGET_S * 1000:.0f} ms); `import textual.app` alone: {ref * 1000:.0f} ms "
-        f"({med / ref:.1f}x)"
+        f"frame: {inst.bin / 'hive-office'} ({inst.kind}) -> all {n} names on screen, {runs} "
+        f"runs: median {med * 1000:.0f} ms, max {max(frames.app_s) * 1000:.0f} ms (target <= "
+        f"{FRAME_TARGET_S * 1000:.0f} ms); that venv's `python -c 'import textual.app'` alone: "
+        f"median {ref * 1000:.0f} ms, max {max(frames.textual_s) * 1000:.0f} ms "
+        f"({med / ref:.1f}x); {load()}"
     )
     figure(
-        f"{n} agents: time to first frame with every name on screen",
+        f"{n} agents: time to first frame with every name on screen, {inst.kind}",
         f"median {med * 1000:,.0f} ms over {runs} runs (max {max(frames.app_s) * 1000:,.0f} ms); "
-        f"{med / ref:.1f}x `import textual.app` alone ({ref * 1000:.0f} ms)",
+        f"{med / ref:.1f}x the same venv's `import textual.app` alone ({ref * 1000:.0f} ms); "
+        f"{load()}",
         target=f"<= {FRAME_TARGET_S * 1000:.0f} ms",
         ok=med <= FRAME_TARGET_S,
         command="bench/bench_scale.py frame",
     )
 
 
-def report_idle(n: int, idle: Idle) -> None:
+def report_idle(n: int, idle: Idle, inst: Install) -> None:
     print(
         f"idle: the office with {n} idle agents, app open, used {idle.cpu_pct:.2f}% of one core "
         f"over {idle.seconds:.0f} s (target <= {IDLE_TARGET_PCT:.0f}%)"
     )
     figure(
-        f"{n} agents: idle CPU of the office with the app, {idle.seconds:.0f} s",
+        f"{n} agents: idle CPU of the office with the app, {idle.seconds:.0f} s, {inst.kind}",
         f"{idle.cpu_pct:.2f}% of one core",
         target=f"<= {IDLE_TARGET_PCT:.0f}% of a core",
         ok=idle.cpu_pct <= IDLE_TARGET_PCT,
@@ -288,7 +298,7 @@ def report_idle(n: int, idle: Idle) -> None:
     )
 
 
-def report_memory(n: int, mem: Memory, one: Memory) -> None:
+def report_memory(n: int, mem: Memory, one: Memory, inst: Install) -> None:
     per = mem.pss_mb / n
     added = (mem.pss_mb - one.pss_mb) / (n - 1)
     print(
@@ -299,7 +309,7 @@ def report_memory(n: int, mem: Memory, one: Memory) -> None:
         f"{added:.2f} MB per added agent"
     )
     figure(
-        f"{n} agents: office memory per idle agent, beyond the agents' own shells",
+        f"{n} agents: office memory per idle agent, beyond the agents' own shells, {inst.kind}",
         f"{per:.2f} MB (PSS {mem.pss_mb:.0f} MB / {n}, app included; RSS {mem.rss_mb:.0f} MB; "
         f"the one session guard {mem.helpers_pss_mb:.1f} MB); {added:.2f} MB per added agent "
         f"(1-agent office: {one.pss_mb:.0f} MB)",
@@ -319,6 +329,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=30)
     parser.add_argument("--quick", action="store_true", help="3 runs, 15 s idle")
+    install_options(parser)
     args = parser.parse_args()
     if args.quick:
         args.runs, args.seconds = 3, 15
@@ -326,13 +337,15 @@ def main() -> None:
     want = {args.which} if args.which != "all" else set(which)
     if want & {"frame", "idle", "memory"}:
         stay = bool(want & {"idle", "memory"})
-        frames, idle = launch_runs(n, args.runs if "frame" in want else 1, args.seconds, stay)
-        if "frame" in want:
-            report_frame(n, frames)
-        if idle is not None and "idle" in want:
-            report_idle(n, idle)
-        if idle is not None and "memory" in want:
-            report_memory(n, idle.memory, one_agent_memory())
+        runs = args.runs if "frame" in want else 1
+        with installed(args) as inst:
+            frames, idle = launch_runs(n, runs, args.seconds, stay, inst)
+            if "frame" in want:
+                report_frame(n, frames, inst)
+            if idle is not None and "idle" in want:
+                report_idle(n, idle, inst)
+            if idle is not None and "memory" in want:
+                report_memory(n, idle.memory, one_agent_memory(inst), inst)
     if "route" in want:
         # The issue sets no time for this one: it is stated, and nothing may be lost.
         bench_burst(
