@@ -4,6 +4,7 @@ the app, so the core runs without Textual."""
 
 from __future__ import annotations
 
+import gc
 import importlib
 import os
 import shutil
@@ -13,16 +14,41 @@ from typing import NoReturn
 
 import click
 
-from hive_core.agents.provider import tool_path
-from hive_core.cli.office import HOME_HELP, create_office, fail
-from hive_core.cli.office import cli as core
+from hive_core.cli.common import HOME_HELP
 from hive_core.config import ConfigError, load_office
-from hive_core.office import Office, OfficeBusy, daemon, office_lock
+from hive_core.office import daemon
 from hive_core.paths import HivePaths, resolve_home
 
+# Before the office starts, only what starting it takes is imported: the core's command
+# line and the office's own modules (about 150 ms) would hold its process back by as
+# long. They load while it starts, with the app, or when a command needs them.
 
-# A copy: the verbs added here (attach) are the app's, not the core group's.
-@click.group(invoke_without_command=True, commands=dict(core.commands))
+
+def _core() -> click.Group:
+    from hive_core.cli.office import cli as core
+
+    return core
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    """The core's `fail`, its module imported only when something goes wrong."""
+    from hive_core.cli.office import fail as said
+
+    said(message, code)
+
+
+class _Commands(click.Group):
+    """The core group's commands (loaded when one is run or listed) and the app's own
+    (attach)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*_core().commands, *self.commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        return self.commands.get(cmd_name) or _core().commands.get(cmd_name)
+
+
+@click.group(cls=_Commands, invoke_without_command=True)
 @click.version_option(package_name="hive-office", prog_name="hive-office")
 @click.option("--home", metavar="DIR", help=HOME_HELP)
 @click.option("--demo", is_flag=True, help="Open a demo office with scripted agents (no API key).")
@@ -65,8 +91,10 @@ def _need_terminal() -> None:
 def _demo(home: str | None) -> None:
     """A demo office in its own home (never yours), laid out afresh each run."""
     from hive_core.agents.claude import ClaudeProvider
+    from hive_core.agents.provider import tool_path
     from hive_core.cli import hive
     from hive_core.demo.office import DemoHomeTaken, apply_env, claim_demo_home, start_demo
+    from hive_core.office import Office, OfficeBusy, office_lock
     from hive_core.paths import demo_home
     from hive_tui.app import HiveApp
 
@@ -100,6 +128,8 @@ def _open(paths: HivePaths) -> None:
     _need_terminal()
     if daemon.running_pid(paths) is None:
         if not paths.office_toml.exists() or not paths.hive.is_dir():
+            from hive_core.cli.office import create_office
+
             created = create_office(paths)
             click.echo(
                 f"hive-office: created a default office in {paths.home} ({len(created)} items)."
@@ -110,21 +140,37 @@ def _open(paths: HivePaths) -> None:
             fail(str(e))
         # The client's imports, the app's and Textual's (most of a first frame's time
         # with 50 agents), overlap the office's start.
-        loading = threading.Thread(target=importlib.import_module, args=("hive_tui.app",))
+        loading = threading.Thread(target=_load_app)
         try:
             started = daemon.start(paths, meanwhile=loading.start)
         except daemon.StartFailed as e:
             fail(str(e))
         loading.join()  # before the import below, which would otherwise wait on its lock
         click.echo(f"hive-office: {started.sentence(paths)}")
+        # It has just answered: asking again would wait on its loop, busiest now.
+        _attach(paths, answered=True)
     _attach(paths)
 
 
-def _attach(paths: HivePaths) -> NoReturn:
+def _load_app() -> None:
+    """The app's modules, Textual's and the office's. What they make lives as long as
+    the process: the cyclic collector is off while they load and it is frozen out of it
+    after, rather than walked again every few hundred objects made (half the
+    collections before a first frame, and its one full collection)."""
+    gc.disable()
     try:
-        daemon.ready(paths)  # one that is still starting is waited for
-    except (daemon.NotRunning, daemon.StartFailed) as e:
-        fail(str(e))
+        importlib.import_module("hive_tui.app")
+    finally:
+        gc.freeze()
+        gc.enable()
+
+
+def _attach(paths: HivePaths, *, answered: bool = False) -> NoReturn:
+    if not answered:
+        try:
+            daemon.ready(paths)  # one that is still starting is waited for
+        except (daemon.NotRunning, daemon.StartFailed) as e:
+            fail(str(e))
     # Textual loads in the client, not for the commands that never open the screen.
     from hive_tui.client import run_client
 

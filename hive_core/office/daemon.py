@@ -51,6 +51,10 @@ from hive_core.schema import ControlRequest, Registry
 # Start-up recovers, scans and spawns off the loop; a loaded 2-core machine has taken
 # 10-20 s for a large office.
 START_TIMEOUT = 60.0
+# How often a starting office is asked whether it answers: until it listens an ask is a
+# connect refused at once, and the app's first frame waits on the first that succeeds
+# (at 50 ms, 25 ms on average after the office could answer).
+START_POLL_S = 0.01
 # serve's stop waits for the agents' CLIs, the last routing pass and the last commit;
 # past this, whatever still holds it up, the process ends (exit_by) and its lock with it.
 STOP_DEADLINE = 60.0
@@ -161,7 +165,7 @@ def ready(paths: HivePaths, timeout: float = START_TIMEOUT) -> None:
             raise NotRunning(paths)
         if time.monotonic() > deadline:
             raise StartFailed(f"the office of {paths.home} did not answer in {timeout:.0f} s.")
-        time.sleep(0.05)
+        time.sleep(START_POLL_S)
 
 
 # --- starting -----------------------------------------------------------------------------
@@ -233,7 +237,7 @@ def start(
             raise StartFailed(
                 _failure(paths, offset, f"the office did not answer in {timeout:.0f} s")
             )
-        time.sleep(0.05)
+        time.sleep(START_POLL_S)
 
 
 def _first(paths: HivePaths) -> bool:
