@@ -3,7 +3,7 @@ home, and HiveApp attached to it over the SocketLink.
 
     app = serve_app(paths)                 # the roster's CLIs started
     app = serve_app(paths, agents=False)   # `serve --no-agents`
-    async with app.run_test(size=(160, 48)) as pilot: ...
+    async with run_app(app, (160, 48)) as pilot: ...
 
 The home must be ready (office.toml written, `init_office` run). After the test each
 office is stopped (SIGTERM, as `hive-office stop` does) unless the test stopped it from
@@ -14,7 +14,8 @@ says why.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
 from functools import partial
 
 import pytest
@@ -60,3 +61,29 @@ async def settled(pilot: Pilot[None], app: HiveApp) -> None:
     that start-up takes the focus from."""
     await until(pilot, lambda: all(app.pane(a).is_mounted for a in app.roster), "the panes")
     await until(pilot, lambda: app.focused is app.pane(app.focused_agent), "a focused pane")
+
+
+@asynccontextmanager
+async def run_app(app: HiveApp, size: tuple[int, int]) -> AsyncIterator[Pilot[None]]:
+    """`app.run_test`, the app then leaving as SIGTERM makes it leave: detached from an
+    office that runs on its own, an office in its own process stopped. Either way it stops
+    hearing the office before its screen goes, as it does for a person (a test that only
+    left `run_test` had the office's notices reach a screen whose widgets were gone)."""
+    async with app.run_test(size=size) as pilot:
+        yield pilot
+        await app.leave(stop=not app.link.detachable)
+
+
+async def rewritten_until(
+    pilot: Pilot[None], write: Callable[[], object], seen: Callable[[], bool], what: str
+) -> None:
+    """`write` the hive's files, again until `seen`: the office starts its watcher after
+    its client socket, so what a test writes just after attaching can come before the
+    watcher and never be reported."""
+    for _ in range(100):
+        write()
+        for _ in range(25):
+            await pilot.pause(0.02)
+            if seen():
+                return
+    raise AssertionError(f"the office's watcher never reported {what}")

@@ -15,21 +15,22 @@ from typing import Any
 
 import pytest
 from textual.message import Message as TextualMessage
+from textual.widgets import Input, OptionList, Static
 
 from hive_core.cli import hive
 from hive_core.hive import init_office
 from hive_core.ids import utc_now_iso
 from hive_core.mail import iter_inbox, write_draft
-from hive_core.memory import open_store
 from hive_core.office import Office
 from hive_core.paths import HivePaths
-from hive_core.schema import HUMAN, Draft
+from hive_core.schema import Draft
 from hive_core.team import tasks
 from hive_tui.app import HiveApp
 from hive_tui.bridge import HiveLoaded, MailRouted
+from hive_tui.panels.board import BoardPanel
 from hive_tui.panels.inbox import InboxPanel
 from hive_tui.terminal.pane import TerminalPane
-from tests.app.conftest import ServeApp, settled
+from tests.app.conftest import ServeApp, rewritten_until, run_app, settled
 from tests.support import office_of, until
 
 # Puts its terminal in raw mode (so every key arrives as the bytes it is), says READY,
@@ -98,7 +99,7 @@ def keys_of(app: HiveApp, agent: str) -> bytes:
 
 
 async def test_manager_pane_has_focus_and_focus_switches(app: HiveApp) -> None:
-    async with app.run_test(size=(160, 48)) as pilot:
+    async with run_app(app, (160, 48)) as pilot:
         await settled(pilot, app)
         assert focused_pane(app) == "michael"
         await pilot.press("alt+2")
@@ -147,7 +148,7 @@ KEYS = [
 
 
 async def test_every_key_reaches_the_child_as_xterm_bytes(app: HiveApp) -> None:
-    async with app.run_test(size=(160, 48)) as pilot:
+    async with run_app(app, (160, 48)) as pilot:
         await until(
             pilot,
             lambda: keys_of(app, "michael") == b"" and app.link.view("michael").pid,
@@ -177,7 +178,7 @@ async def test_every_key_reaches_the_child_as_xterm_bytes(app: HiveApp) -> None:
 
 
 async def test_pause_and_resume_from_the_app(app: HiveApp) -> None:
-    async with app.run_test(size=(160, 48)) as pilot:
+    async with run_app(app, (160, 48)) as pilot:
         await settled(pilot, app)
         await pilot.press("alt+2", "ctrl+right_square_bracket", "x")
         await until(pilot, lambda: app.link.view("jim").paused, "the office paused jim")
@@ -192,7 +193,7 @@ async def test_pause_and_resume_from_the_app(app: HiveApp) -> None:
 
 
 async def test_send_a_message_from_the_app(app: HiveApp) -> None:
-    async with app.run_test(size=(160, 48)) as pilot:
+    async with run_app(app, (160, 48)) as pilot:
         await settled(pilot, app)
         await pilot.press("alt+2", "ctrl+right_square_bracket", "s")
         await until(pilot, lambda: app.screen.__class__.__name__ == "SendScreen", "the send screen")
@@ -211,7 +212,7 @@ async def test_missing_cli_says_what_to_install_and_the_rest_works(
 ) -> None:
     paths = _home(short_tmp, _roster(short_tmp, missing="jim"))
     app = serve_app(paths)
-    async with app.run_test(size=(160, 48)) as pilot:
+    async with run_app(app, (160, 48)) as pilot:
         await until(pilot, lambda: app.link.view("jim").missing, "jim's CLI found missing")
         await settled(pilot, app)
         await pilot.press("alt+2")
@@ -246,7 +247,7 @@ async def test_the_prefix_key_is_configurable(short_tmp: Path, serve_app: ServeA
         'manager = "michael"', 'manager = "michael"\nprefix_key = "ctrl+a"', 1
     )
     app = serve_app(_home(short_tmp, roster))
-    async with app.run_test(size=(160, 48)) as pilot:
+    async with run_app(app, (160, 48)) as pilot:
         await until(
             pilot,
             lambda: "READY" in "".join(app.pane("michael").render_line(y).text for y in range(4)),
@@ -264,34 +265,22 @@ async def test_the_prefix_key_is_configurable(short_tmp: Path, serve_app: ServeA
         assert "ctrl+a then" in str(app.query_one("#keys").render())
 
 
-def indexed(paths: HivePaths, query: str) -> str:
-    """What the office's memory index holds for `query`, every owner's (the person's
-    widest scope), as one text."""
-    with open_store(paths) as store:
-        return "\n".join(h.entry.text for h in store.search(query, HUMAN, "all", 20))
-
-
-async def test_memory_tab_finds_office_knowledge_and_opens_its_source(app: HiveApp) -> None:
+# In-process until the office keeps its lock on memory.db: over the socket the tab's first
+# search can hide what the office indexes afterwards (the test below).
+async def test_memory_tab_finds_office_knowledge_and_opens_its_source(short_tmp: Path) -> None:
+    app = HiveApp(Office(_home(short_tmp, _roster(short_tmp)), program=hive))
     paths = app.link.paths
     paths.board.write_text("# Plan\n\nThe flux_capacitor rollout waits for the staging soak.\n")
     paths.mailbox("jim").notes.write_text(
         "- jim's private: flux_capacitor password is in the vault\n"
     )
-    async with app.run_test(size=(160, 48)) as pilot:
-        await settled(pilot, app)
-        # The office's watcher saw both files and indexed them (jim's too: the search
-        # below must leave it out, not miss it).
-        await until(
-            pilot,
-            lambda: all(w in indexed(paths, "flux capacitor") for w in ("staging soak", "vault")),
-            "both indexed",
-        )
+    async with run_app(app, (160, 48)) as pilot:
+        await until(pilot, lambda: isinstance(app.focused, TerminalPane), "a focused pane")
+        office_of(app).memory.changed({paths.board, paths.mailbox("jim").notes})
         await pilot.press("ctrl+right_square_bracket", "m")
         box = app.query_one("#memory-query")
         box.focus()
         await pilot.press(*"flux capacitor", "enter")
-        from textual.widgets import OptionList, Static
-
         results = app.query_one("#memory-results", OptionList)
         await until(pilot, lambda: results.option_count, "a result", timeout=10)
         texts = [str(results.get_option_at_index(i).prompt) for i in range(results.option_count)]
@@ -302,11 +291,61 @@ async def test_memory_tab_finds_office_knowledge_and_opens_its_source(app: HiveA
         assert "board.md" in shown and "staging soak" in shown
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="product bug: memory.store.inspect_files opens and closes memory.db in the "
+    "office's process while its SQLite connection is open, which drops the office's POSIX "
+    "locks on the file; the next other process to close a connection to memory.db (here "
+    "the tab's search, run in the app's process) takes itself for the last one, "
+    "checkpoints and deletes memory.db-wal and -shm, and what the office indexes from then "
+    "on goes into the deleted WAL, which no other process reads",
+)
+async def test_the_memory_tab_finds_what_the_office_indexed_after_its_first_search(
+    app: HiveApp,
+) -> None:
+    paths = app.link.paths
+    async with run_app(app, (160, 48)) as pilot:
+        await settled(pilot, app)
+        await pilot.press("ctrl+right_square_bracket", "m")
+        box = app.query_one("#memory-query", Input)
+        results = app.query_one("#memory-results", OptionList)
+
+        def found() -> list[str]:
+            texts = [
+                str(results.get_option_at_index(i).prompt) for i in range(results.option_count)
+            ]
+            return [t for t in texts if "staging soak" in t]
+
+        async def search() -> None:
+            box.focus()
+            box.value = "staging soak"
+            await pilot.press("enter")
+
+        status = app.query_one("#memory-status", Static)
+        await search()
+        await until(pilot, lambda: "Nothing found" in str(status.render()), "a first search")
+        board = app.query_one(BoardPanel)
+        await rewritten_until(
+            pilot,
+            lambda: paths.board.write_text("# Plan\n\nThe rollout waits for the staging soak.\n"),
+            lambda: "staging soak" in board.text,
+            "the board",
+        )
+        # The office indexes what its watcher reported; the person searches again until
+        # the tab finds it.
+        for _ in range(10):
+            await search()
+            await pilot.pause(0.5)
+            if found():
+                break
+        assert found(), "the tab never found the board line the office indexed"
+
+
 # In-process: it plays the agent's output into the office's pty sinks and reads the
 # office's typing guard (states.typed_at); neither leaves the office.
 async def test_the_terminals_own_replies_are_not_the_persons_typing(short_tmp: Path) -> None:
     app = HiveApp(Office(_home(short_tmp, _roster(short_tmp)), program=hive))
-    async with app.run_test(size=(160, 48)) as pilot:
+    async with run_app(app, (160, 48)) as pilot:
         await until(
             pilot,
             lambda: "READY" in "".join(app.pane("michael").render_line(y).text for y in range(4)),
@@ -335,7 +374,7 @@ async def test_an_attached_pane_leaves_the_terminals_replies_to_the_office(
     """Over the socket the agent's query reaches the app's pane too (as Output): the
     office's screen of the pane answers it, the app's pane never does."""
     app = serve_app(_home(short_tmp, _roster(short_tmp, asks="michael")))
-    async with app.run_test(size=(160, 48)) as pilot:
+    async with run_app(app, (160, 48)) as pilot:
         await until(
             pilot,
             lambda: "READY" in "".join(app.pane("michael").render_line(y).text for y in range(4)),
@@ -426,7 +465,7 @@ async def test_answering_an_escalation_records_it_on_the_task_and_mails_the_mana
         Draft(to="human", act="query", subject="Which vendor?", body="A or B?", task=task.id),
     )
     app = serve_app(paths, agents=False)
-    async with app.run_test(size=(160, 48)) as pilot:
+    async with run_app(app, (160, 48)) as pilot:
         [question] = await until(pilot, lambda: list(app.escalations.values()), "the question")
         await pilot.press("ctrl+right_square_bracket", "i", "enter")
         await until(pilot, lambda: app.screen.__class__.__name__ == "AnswerScreen", "the form")
@@ -452,7 +491,7 @@ async def test_a_problem_of_the_office_stays_on_screen_until_it_is_repaired(app:
     paths = app.link.paths
     git = ["git", "-C", str(paths.hive)]
     branch = paths.hive / ".git" / "refs" / "heads" / "main"
-    async with app.run_test(size=(160, 48)) as pilot:
+    async with run_app(app, (160, 48)) as pilot:
         line = app.query_one("#health")
         await until(pilot, branch.exists, "the office's first commit", timeout=30)
         assert not line.display, "no problem, no line"

@@ -40,8 +40,8 @@ from hive_tui.screens.confirm import ConfirmScreen
 from hive_tui.screens.help import HelpScreen
 from hive_tui.screens.quit import QuitScreen
 from hive_tui.terminal.pane import TerminalPane
-from tests.app.conftest import ServeApp, settled
-from tests.app.test_app import _roster, indexed, keys_of
+from tests.app.conftest import ServeApp, run_app, settled
+from tests.app.test_app import _roster, keys_of
 from tests.support import until, wait_for
 
 PREFIX = "ctrl+right_square_bracket"
@@ -125,7 +125,7 @@ async def test_the_key_line_is_whole_on_screen(
     size: tuple[int, int], short_tmp: Path, serve_app: ServeApp
 ) -> None:
     app = serve_app(_home(short_tmp), agents=False)
-    async with app.run_test(size=size) as pilot:
+    async with run_app(app, size) as pilot:
         line = app.query_one(KeyLine)
         await until(pilot, lambda: line.size.width == size[0], "the key line laid out")
         drawn = _shown(app).rstrip()
@@ -151,7 +151,7 @@ async def test_the_key_line_is_whole_on_screen(
 async def test_the_armed_prefix_shows_and_times_out(
     app: HiveApp, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async with app.run_test(size=(160, 48)) as pilot:
+    async with run_app(app, (160, 48)) as pilot:
         await _ready(pilot, app)
         line = app.query_one(KeyLine)
         await pilot.press(PREFIX)
@@ -177,11 +177,9 @@ async def test_the_armed_prefix_shows_and_times_out(
 
 
 async def test_memory_after_prefix_m_gets_the_keys_and_esc_gives_them_back(app: HiveApp) -> None:
-    paths = app.link.paths
-    paths.board.write_text("# Plan\n\nThe flux_capacitor rollout waits for the soak.\n")
-    async with app.run_test(size=(160, 48)) as pilot:
+    app.link.paths.board.write_text("# Plan\n\nThe flux_capacitor rollout waits for the soak.\n")
+    async with run_app(app, (160, 48)) as pilot:
         await _ready(pilot, app)
-        await until(pilot, lambda: "flux_capacitor" in indexed(paths, "soak"), "the board indexed")
         # The command and the query in one go, as a fast typist (or a paste) sends them.
         await pilot.press(PREFIX, "m", *"flux", "enter")
         box = app.query_one("#memory-query", Input)
@@ -202,7 +200,7 @@ async def test_every_panel_is_reached_and_scrolled_by_keys(app: HiveApp) -> None
     for n in range(40):
         ledger, _ = tasks.add_task(ledger, f"task {n}", assignable=["jim"], now=utc_now_iso())
     tasks.save_ledger(paths.tasks, ledger)
-    async with app.run_test(size=(160, 48)) as pilot:
+    async with run_app(app, (160, 48)) as pilot:
         await _ready(pilot, app)
         board = app.query_one(BoardPanel)
         await until(pilot, lambda: board.row_count > 100, "the board loaded")
@@ -244,7 +242,7 @@ async def test_every_panel_is_reached_and_scrolled_by_keys(app: HiveApp) -> None
 
 
 async def test_prefix_commands_work_while_an_input_has_the_focus(app: HiveApp) -> None:
-    async with app.run_test(size=(160, 48)) as pilot:
+    async with run_app(app, (160, 48)) as pilot:
         await _ready(pilot, app)
         box = app.query_one("#memory-query", Input)
         app.query_one(TabbedContent).active = "tab-memory"
@@ -277,7 +275,7 @@ async def test_prefix_commands_work_while_an_input_has_the_focus(app: HiveApp) -
 # In-process: what it checks is the in-process office's own listeners (LocalLink).
 async def test_q_lets_go_of_an_in_process_office_before_stopping_it(short_tmp: Path) -> None:
     app = HiveApp(Office(_home(short_tmp), agents=False, program=hive))
-    async with app.run_test(size=(160, 48)) as pilot:
+    async with run_app(app, (160, 48)) as pilot:
         await settled(pilot, app)
         await pilot.press(PREFIX, "m", PREFIX, "q")
         link = app.link
@@ -294,7 +292,7 @@ async def test_an_escalation_is_answered_from_the_keyboard(
         Draft(to="human", act="query", subject="Which vendor?", body="A or B?", needs_human=True),
     )
     app = serve_app(paths, agents=False)
-    async with app.run_test(size=(160, 48)) as pilot:
+    async with run_app(app, (160, 48)) as pilot:
         [question] = await until(pilot, lambda: list(app.escalations.values()), "the question")
         await until(pilot, lambda: app.query_one("#inbox-table", DataTable).row_count, "listed")
         await pilot.press(PREFIX, "i", "enter")
@@ -311,7 +309,7 @@ async def test_an_escalation_is_answered_from_the_keyboard(
 
 
 async def test_archive_asks_first_and_no_leaves_the_agent(app: HiveApp) -> None:
-    async with app.run_test(size=(160, 48)) as pilot:
+    async with run_app(app, (160, 48)) as pilot:
         await _ready(pilot, app)
         await until(pilot, lambda: app.link.view("pam").pid, "pam running")
         await pilot.press("alt+3", PREFIX, "a")

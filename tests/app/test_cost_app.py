@@ -17,7 +17,7 @@ from hive_core.ids import utc_now_iso
 from hive_core.paths import HivePaths
 from hive_core.team.tasks import save_ledger
 from hive_tui.panels.tasks import TasksPanel
-from tests.app.conftest import ServeApp
+from tests.app.conftest import ServeApp, run_app
 from tests.support import until
 
 SESSION = "0b5a1d2e-0000-4000-8000-000000000001"
@@ -60,7 +60,7 @@ async def test_pane_title_and_tasks_tab_show_the_cost(short_tmp: Path, serve_app
     transcript.write_text(transcript_line(later.isoformat().replace("+00:00", "Z")) + "\n")
 
     app = serve_app(paths)
-    async with app.run_test(size=(160, 48)) as pilot:
+    async with run_app(app, (160, 48)) as pilot:
         pane = app.pane("jim")
         await until(pilot, lambda: "$0.42" in str(pane.border_title), "the cost in the title")
         panel = app.query_one(TasksPanel)

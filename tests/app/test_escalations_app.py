@@ -23,7 +23,7 @@ from hive_tui.app import HiveApp
 from hive_tui.panels.board import BoardPanel
 from hive_tui.screens.answer import AnswerScreen
 from hive_tui.screens.task import TaskScreen, changes, committed_versions
-from tests.app.conftest import ServeApp
+from tests.app.conftest import ServeApp, run_app
 from tests.app.test_app_keys import PREFIX, _home
 from tests.support import until
 
@@ -65,7 +65,7 @@ async def test_an_answered_escalation_leaves_the_inbox_and_the_managers_mark(
         Draft(to="michael", act="query", subject="Budget?", body="Over?", needs_human=True),
     )
     app = serve_app(paths, agents=False)
-    async with app.run_test(size=(160, 48)) as pilot:
+    async with run_app(app, (160, 48)) as pilot:
         [item] = await until(pilot, lambda: list(app.escalations.values()), "the escalation")
         manager = app.link.view("michael")
         assert app.info(manager).needs_you
@@ -83,7 +83,7 @@ async def test_a_task_question_reaches_the_inbox_and_is_answered_with_enter(
     paths: HivePaths, serve_app: ServeApp
 ) -> None:
     app = serve_app(paths, agents=False)
-    async with app.run_test(size=(160, 48)) as pilot:
+    async with run_app(app, (160, 48)) as pilot:
         await _watching(pilot, app, paths)
         _ask_on_task(paths, "Postgres or SQLite?")  # as `hive task update --question` does
         item = task_item_id("t1", 1)
@@ -103,7 +103,7 @@ async def test_enter_on_a_task_opens_it_with_its_history(
 ) -> None:
     _ask_on_task(paths, "Postgres or SQLite?")
     app = serve_app(paths, agents=False)
-    async with app.run_test(size=(160, 48)) as pilot:
+    async with run_app(app, (160, 48)) as pilot:
         await _watching(pilot, app, paths)
         # The first commit holds the task as added (todo); the office commits the change.
         await until(pilot, lambda: committed_versions(paths.hive, "t1"), "the task committed")
@@ -138,7 +138,7 @@ async def test_a_message_to_human_rings_once(paths: HivePaths, serve_app: ServeA
     app = serve_app(paths, agents=False)
     written: list[str] = []
     app.write_terminal = written.append  # type: ignore[method-assign,assignment]
-    async with app.run_test(size=(160, 48)) as pilot:
+    async with run_app(app, (160, 48)) as pilot:
         write_draft(paths.mailbox("jim"), Draft(to=HUMAN, act="query", subject="Vendor A?"))
         await until(pilot, lambda: written, "a ring")
         [first] = written

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from hive_tui.screens.help import HelpScreen
-from tests.app.conftest import ServeApp
+from tests.app.conftest import ServeApp, run_app
 from tests.app.test_app import focused_pane, keys_of
 from tests.app.test_app_keys import _home, _ready
 from tests.support import until
@@ -23,7 +23,7 @@ async def test_alt_digits_off_leaves_alt_n_to_the_agent(
         toml.replace('manager = "michael"', 'manager = "michael"\nalt_digits = false', 1)
     )
     app = serve_app(paths)
-    async with app.run_test(size=(160, 48)) as pilot:
+    async with run_app(app, (160, 48)) as pilot:
         await _ready(pilot, app)
         await pilot.press("alt+2", "alt+1")
         await until(pilot, lambda: keys_of(app, "michael") == b"\x1b2\x1b1", "ESC 2 ESC 1")

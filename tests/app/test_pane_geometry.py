@@ -20,7 +20,7 @@ from hive_core.paths import HivePaths
 from hive_core.schema import ControlRequest
 from hive_tui.app import HiveApp, side_width
 from hive_tui.terminal.pane import TerminalPane
-from tests.app.conftest import ServeApp
+from tests.app.conftest import ServeApp, run_app
 from tests.support import until
 
 # Draws its terminal's size at the top left and a `>` in the last cell of the last row,
@@ -114,7 +114,7 @@ def expected_layout(app: HiveApp) -> tuple[int, int]:
 
 
 async def test_pty_size_is_the_drawn_interior_in_every_layout_and_size(app: HiveApp) -> None:
-    async with app.run_test(size=(160, 48)) as pilot:
+    async with run_app(app, (160, 48)) as pilot:
         for size in ((160, 48), (80, 24), (250, 70), (120, 40)):
             await pilot.resize_terminal(*size)
             for layout in ("default", "zoom", "grid", "default"):
@@ -146,7 +146,7 @@ async def test_pty_size_is_the_drawn_interior_in_every_layout_and_size(app: Hive
 
 
 async def test_the_layout_follows_a_resize_in_the_same_frame(app: HiveApp) -> None:
-    async with app.run_test(size=(160, 48)) as pilot:
+    async with run_app(app, (160, 48)) as pilot:
         await drawn_size_is_pty_size(pilot, app)
         for size in ((80, 24), (250, 70), (160, 48)):
             await pilot.resize_terminal(*size)
@@ -158,7 +158,7 @@ async def test_the_layout_follows_a_resize_in_the_same_frame(app: HiveApp) -> No
 
 
 async def test_a_click_reaches_the_child_at_the_clicked_cell(app: HiveApp) -> None:
-    async with app.run_test(size=(120, 40)) as pilot:
+    async with run_app(app, (120, 40)) as pilot:
         await drawn_size_is_pty_size(pilot, app)
         for key in ("", "z", "z", "g"):
             if key:
@@ -179,7 +179,7 @@ async def test_a_click_reaches_the_child_at_the_clicked_cell(app: HiveApp) -> No
 # (LocalLink.resize); an office the app attaches to sizes the panes its clients show.
 async def test_in_process_a_hidden_pane_already_has_the_shown_ones_size(short_tmp: Path) -> None:
     app = HiveApp(Office(_home(short_tmp, dict.fromkeys(AGENTS, SIZER)), program=hive))
-    async with app.run_test(size=(160, 48)) as pilot:
+    async with run_app(app, (160, 48)) as pilot:
         for size in ((160, 48), (80, 24), (250, 70), (120, 40)):
             await pilot.resize_terminal(*size)
             for key in ("", "z", "z"):  # default, zoom, default
@@ -233,7 +233,7 @@ async def test_an_exited_agents_last_screen_is_kept_in_every_layout_in_process(
 
 
 async def last_screen_kept(app: HiveApp) -> None:
-    async with app.run_test(size=(120, 40)) as pilot:
+    async with run_app(app, (120, 40)) as pilot:
         await until(pilot, lambda: isinstance(app.focused, TerminalPane), "a focused pane")
         await pilot.press("alt+2")
         pane = app.pane("jim")

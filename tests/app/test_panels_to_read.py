@@ -24,7 +24,7 @@ from hive_tui.panels.log import LogLines, LogPanel
 from hive_tui.screens.diff import DiffScreen
 from hive_tui.screens.help import HelpScreen
 from hive_tui.terminal.pane import TerminalPane
-from tests.app.conftest import ServeApp
+from tests.app.conftest import ServeApp, run_app
 from tests.app.test_app import _roster
 from tests.app.test_office_map import MapApp, screen_text
 from tests.support import until
@@ -53,7 +53,7 @@ async def test_a_panel_zooms_to_the_whole_screen_and_back(
     size: tuple[int, int], short_tmp: Path, serve_app: ServeApp
 ) -> None:
     app = serve_app(_paths(short_tmp), agents=False)
-    async with app.run_test(size=size) as pilot:
+    async with run_app(app, size) as pilot:
         side = app.query_one("#side")
         await until(pilot, lambda: side.outer_size.width == side_width(size[0]), "the side")
         log = app.query_one(LogPanel)
@@ -99,7 +99,7 @@ async def test_the_inbox_tab_counts_what_waits_and_follows_it(
 ) -> None:
     paths = _paths(short_tmp)
     app = serve_app(paths, agents=False)
-    async with app.run_test(size=(160, 48)) as pilot:
+    async with run_app(app, (160, 48)) as pilot:
         tab = app.query_one(TabbedContent).get_tab("tab-inbox")
         await until(pilot, lambda: app.escalations == {}, "the inbox read")
         assert tab.label.plain == "Inbox"
@@ -118,7 +118,7 @@ async def test_the_changes_view_stays_inside_the_screen(
     size: tuple[int, int], short_tmp: Path, serve_app: ServeApp
 ) -> None:
     app = serve_app(_paths(short_tmp), agents=False)
-    async with app.run_test(size=size) as pilot:
+    async with run_app(app, size) as pilot:
         await pilot.press(PREFIX, "v")
         screen = await until(
             pilot, lambda: isinstance(app.screen, DiffScreen) and app.screen, "the view"
@@ -136,7 +136,7 @@ async def test_the_help_screen_shows_each_key_without_markup(
     short_tmp: Path, serve_app: ServeApp
 ) -> None:
     app = serve_app(_paths(short_tmp), agents=False)
-    async with app.run_test(size=(120, 60)) as pilot:
+    async with run_app(app, (120, 60)) as pilot:
         await pilot.press(PREFIX, "?")
         assert isinstance(app.screen, HelpScreen)
         await pilot.pause()

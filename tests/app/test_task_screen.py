@@ -22,7 +22,7 @@ from hive_core.schema import Ledger, Task
 from hive_core.team import tasks
 from hive_tui.app import HiveApp
 from hive_tui.screens.task import RetryScreen, TaskScreen
-from tests.app.conftest import ServeApp
+from tests.app.conftest import ServeApp, run_app
 from tests.app.test_app_keys import PREFIX, _home
 from tests.support import until
 
@@ -69,7 +69,7 @@ async def test_r_retries_the_task_with_its_checkpoint(
     paths: HivePaths, serve_app: ServeApp
 ) -> None:
     app = serve_app(paths, agents=False)
-    async with app.run_test(size=(160, 48)) as pilot:
+    async with run_app(app, (160, 48)) as pilot:
         screen = await open_task(pilot, app, 0)
         shown = text_of(screen, "#task-text")
         assert "Attempt 1" in shown and CHECKPOINT in shown and "checkpoint by jim" in shown
@@ -98,7 +98,7 @@ async def test_a_task_with_no_assignee_is_refused_until_one_is_named(
     paths: HivePaths, serve_app: ServeApp
 ) -> None:
     app = serve_app(paths, agents=False)
-    async with app.run_test(size=(160, 48)) as pilot:
+    async with run_app(app, (160, 48)) as pilot:
         screen = await open_task(pilot, app, 1)
         assert "no checkpoint recorded" in text_of(screen, "#task-text")
         await pilot.press("r")

@@ -14,7 +14,7 @@ from hive_core.render import why_text
 from hive_core.schema import ControlRequest
 from hive_tui.app import HiveApp
 from hive_tui.map.widget import OfficeMap
-from tests.app.conftest import ServeApp
+from tests.app.conftest import ServeApp, run_app
 
 PREFIX = "ctrl+right_square_bracket"
 ROSTER = """[office]
@@ -56,7 +56,7 @@ async def test_why_for_the_focused_agent_and_for_the_one_picked_on_the_map(
     short_tmp: Path, serve_app: ServeApp
 ) -> None:
     app = serve_app(_home(short_tmp), agents=False)
-    async with app.run_test(size=(160, 48)) as pilot:
+    async with run_app(app, (160, 48)) as pilot:
         for agent in ("michael", "jim"):
             await _until(pilot, lambda a=agent: app.link.view(a).explained, f"{agent} explained")
 

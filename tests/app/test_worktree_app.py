@@ -15,7 +15,7 @@ from hive_core.hive import init_office
 from hive_core.paths import HivePaths
 from hive_tui.app import HiveApp
 from hive_tui.screens.diff import DiffScreen
-from tests.app.conftest import ServeApp
+from tests.app.conftest import ServeApp, run_app
 from tests.app.test_worktree_keys import started
 from tests.e2e.test_worktree import make_repo
 from tests.support import until
@@ -41,7 +41,7 @@ def app(short_tmp: Path, serve_app: ServeApp) -> HiveApp:
 
 async def test_prefix_d_shows_each_agents_changed_files_and_their_hunks(app: HiveApp) -> None:
     worktree = app.link.paths.worktree("jim")
-    async with app.run_test(size=(160, 48)) as pilot:
+    async with run_app(app, (160, 48)) as pilot:
         await until(pilot, lambda: started(app, "jim"), "jim started")
         (worktree / "a.txt").write_text("a\njim was here\n")
         (worktree / "notes.md").write_text("# notes\n")

@@ -20,7 +20,7 @@ from hive_tui.app import HiveApp
 from hive_tui.map.widget import OfficeMap
 from hive_tui.screens.confirm import ConfirmScreen
 from hive_tui.screens.diff import DiffScreen
-from tests.app.conftest import ServeApp
+from tests.app.conftest import ServeApp, run_app
 from tests.e2e.test_worktree import git, make_repo
 from tests.support import until
 
@@ -85,7 +85,7 @@ async def result_of(pilot: Pilot[Any], screen: DiffScreen) -> str:
 
 async def test_m_asks_then_y_merges_jims_branch_into_main(app: tuple[HiveApp, Path]) -> None:
     hive, repo = app
-    async with hive.run_test(size=(160, 48)) as pilot:
+    async with run_app(hive, (160, 48)) as pilot:
         head = await jim_commits(pilot, hive, "c.txt", "from jim\n")
         screen = await merge_key(pilot, hive)
         await until(pilot, lambda: isinstance(hive.screen, ConfirmScreen), "the question")
@@ -116,7 +116,7 @@ async def test_m_asks_then_y_merges_jims_branch_into_main(app: tuple[HiveApp, Pa
 async def test_m_then_n_changes_nothing(app: tuple[HiveApp, Path]) -> None:
     hive, repo = app
     before = git(repo, "rev-parse", "main")
-    async with hive.run_test(size=(160, 48)) as pilot:
+    async with run_app(hive, (160, 48)) as pilot:
         await jim_commits(pilot, hive, "c.txt", "from jim\n")
         screen = await merge_key(pilot, hive)
         await until(pilot, lambda: isinstance(hive.screen, ConfirmScreen), "the question")
@@ -131,7 +131,7 @@ async def test_a_conflicting_merge_changes_nothing_and_lists_the_files(
     app: tuple[HiveApp, Path],
 ) -> None:
     hive, repo = app
-    async with hive.run_test(size=(160, 48)) as pilot:
+    async with run_app(hive, (160, 48)) as pilot:
         await jim_commits(pilot, hive, "a.txt", "jim's a\n")
         (repo / "a.txt").write_text("the person's a\n")
         git(repo, "commit", "-qam", "person: a")
@@ -162,7 +162,7 @@ async def test_the_map_marks_two_agents_whose_branches_touch_one_file(
         serve_app, short_tmp, ["jim", "pam", "dwight"], "worktree_check_s = 0.2"
     )
     paths = hive.link.paths
-    async with hive.run_test(size=(200, 60)) as pilot:
+    async with run_app(hive, (200, 60)) as pilot:
         await until(
             pilot, lambda: all(started(hive, a) for a in ("jim", "pam", "dwight")), "started"
         )
