@@ -42,8 +42,11 @@ WATCH_STEP_MS = 50
 # memory again, which is harmless.
 REPORTED_FOR_S = 10.0
 REPORTED_MAX = 50_000
-# While a pass runs, what it delivered is read into the unread index this often.
-READ_ALONG_S = 0.25
+# While a pass runs, what it delivered is read into the unread index this often: a
+# question on the loop meanwhile reads the files delivered since (a burst delivers
+# hundreds a second, and each file read there is four system calls the loop may wait on
+# the route and commit threads to come back from).
+READ_ALONG_S = 0.05
 # While a full disk pauses routing, it is tried again this often.
 DISK_RETRY_S = 1.0
 # An outbox and what the router keeps under it: its own work, which it reports itself.

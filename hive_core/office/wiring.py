@@ -600,6 +600,7 @@ class Office:
             await loop.run_in_executor(
                 self.routes.thread, self._shut_down, self.registry.snapshot()
             )
+            self.plane.inboxes.close()
             commit_stop.set()
             await committing
 

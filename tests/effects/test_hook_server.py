@@ -246,11 +246,15 @@ def test_a_malformed_session_id_is_not_kept(running: Running, sid: str) -> None:
 
 
 def plant(paths: HivePaths, agent: str, name: str, data: bytes) -> Path:
-    """A file put into an inbox by hand (not through the router)."""
+    """A file put into an inbox by hand (not through the router), whole: the office's
+    ticks read the inbox meanwhile, and a file read half-written is not read again at
+    the same inode."""
     inbox = paths.mailbox(agent).inbox
     inbox.mkdir(parents=True, exist_ok=True)
     path = inbox / name
-    path.write_bytes(data)
+    part = inbox / f".part-{name}"
+    part.write_bytes(data)
+    os.rename(part, path)
     return path
 
 

@@ -154,3 +154,47 @@ def test_a_route_pass_delivery_is_read_by_a_worker_while_the_pass_runs(
     before = len(readers)
     assert len(index.unread("jim")) == 300
     assert len(readers) == before
+
+
+def test_a_watched_inbox_is_not_listed_again_and_stays_exact(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """After its first listing an inbox is watched: deliveries, a message done, one
+    replaced and the folder replaced whole are each seen at the next question, and only
+    the last lists the folder (a burst's inbox holds thousands of names)."""
+    paths = HivePaths(tmp_path / "home")
+    inbox = paths.mailbox("jim").inbox
+    inbox.mkdir(parents=True)
+    index = UnreadIndex(paths, skipped=lambda *a: None)
+    deliver(inbox, 0, 100)
+    listed: list[str] = []
+    scandir = os.scandir
+
+    def counting(path: Any) -> Any:
+        listed.append(str(path))
+        return scandir(path)
+
+    monkeypatch.setattr(unread.os, "scandir", counting)
+    assert len(index.unread("jim")) == 100
+    assert len(listed) == 1
+
+    deliver(inbox, 100, 50)
+    assert [m.id for m in index.unread("jim")][-1] == "20260101T000000000149Z-aaaaaa"
+    first = inbox / "20260101T000000000000Z-aaaaaa.json"
+    first.unlink()  # done
+    part = inbox / ".part"
+    part.write_bytes(message_bytes(1, subject="replaced"))
+    os.rename(part, inbox / "20260101T000000000001Z-aaaaaa.json")
+    seen = index.unread("jim")
+    assert len(seen) == 149 and seen[0].subject == "replaced"
+    assert len(listed) == 1
+
+    os.rename(inbox, inbox.with_name("inbox.old"))
+    inbox.mkdir()
+    deliver(inbox, 500, 2)
+    assert [m.id for m in index.unread("jim")] == [
+        "20260101T000000000500Z-aaaaaa",
+        "20260101T000000000501Z-aaaaaa",
+    ]
+    assert len(listed) == 2
+    index.close()
