@@ -1,10 +1,11 @@
-"""Office events -> Textual messages, at most one reload per panel per frame.
+"""Office events -> Textual messages, at most one reload per panel every RELOAD_S.
 
 The office tells the app through its link (hive_tui/link.py) on the app's loop (routing itself runs on the office's
-route thread). The bridge only marks what changed; once a frame it posts one
-`MailRouted` with every message routed since the last frame, and reads what the dirty
-panels show on a thread (one read in flight at a time), then posts one `HiveLoaded`.
-A burst of 2,000 messages therefore costs a handful of reloads, none on the loop.
+route thread). The bridge only marks what changed; a frame after the first change it
+posts one `MailRouted` with every message routed since, and reads what the dirty panels
+show on a thread (one read in flight at a time), then posts one `HiveLoaded`. While
+changes keep coming it does so again at most every RELOAD_S: a burst of 2,000 messages
+costs a few reloads a second, none of them read on the loop.
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ from hive_tui import FRAME_S
 from hive_tui.panels.log import Run, log_runs
 
 Route = tuple[str, tuple[str, ...]]
+# A burst reports routing many times a second, and each flush makes the app redraw its
+# tables, counts and map while the person types; changes are flushed a frame after the
+# first and then at most this often (1 s / RELOAD_S reloads a second).
+RELOAD_S = 0.25
 # Where a change moves someone's unread count: their inbox, or the .done folder a read
 # message goes to.
 INBOX_KINDS = frozenset({"inbox", "done"})
@@ -82,6 +87,8 @@ class Bridge:
         self.roster = roster
         self._dirty = _Dirty()
         self._timer: asyncio.TimerHandle | None = None
+        # The loop's time before which the next flush waits (RELOAD_S after the last).
+        self._next_flush = 0.0
         self._reading = False
         self._reads: set[asyncio.Task[None]] = set()
         # The live log from its start (rotation bounds it), then what is appended.
@@ -131,10 +138,13 @@ class Bridge:
 
     def _schedule(self) -> None:
         if self._timer is None and self._dirty:
-            self._timer = asyncio.get_running_loop().call_later(FRAME_S, self._flush)
+            loop = asyncio.get_running_loop()
+            wait = max(FRAME_S, self._next_flush - loop.time())
+            self._timer = loop.call_later(wait, self._flush)
 
     def _flush(self) -> None:
         self._timer = None
+        self._next_flush = asyncio.get_running_loop().time() + RELOAD_S
         if self._dirty.routes:
             self.app.post_message(MailRouted(tuple(self._dirty.routes)))
             self._dirty.routes = []

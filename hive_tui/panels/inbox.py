@@ -63,14 +63,22 @@ class InboxPanel(RowsPanel):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._messages: dict[str, Message] = {}
+        # Each message's cells, made once: a burst shows the list again a few times a
+        # second, each time with the hundreds already listed.
+        self._cells: dict[str, tuple[Text, ...]] = {}
 
     def show(self, messages: list[Message]) -> None:
         """Replace the list; the highlighted message stays highlighted if still there."""
+        known, cells = self._messages, self._cells
         self._messages = {msg.id: msg for msg in newest_first(messages)}
+        self._cells = {
+            key: cells[key] if key in cells and known[key] == msg else message_row(msg)
+            for key, msg in self._messages.items()
+        }
         self.refill()
 
     def rows(self) -> list[Row]:
-        return [(msg.id, message_row(msg)) for msg in self._messages.values()]
+        return list(self._cells.items())
 
     def detail(self, key: str) -> Text:
         msg = self._messages.get(key)

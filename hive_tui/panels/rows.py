@@ -99,7 +99,9 @@ class RowsPanel(Vertical):
         keys = [key for key, _ in rows]
         added = [(key, cells) for key, cells in rows if key not in listed]
         if len(listed) + len(added) == len(rows) and all(
-            _same(listed[key], cells) for key, cells in rows if key in listed
+            listed[key] is cells or _same(listed[key], cells)
+            for key, cells in rows
+            if key in listed
         ):
             if not added and keys == self._order:
                 return
