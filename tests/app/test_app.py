@@ -497,7 +497,13 @@ async def test_a_problem_of_the_office_stays_on_screen_until_it_is_repaired(app:
         assert not line.display, "no problem, no line"
         tip = branch.read_text().strip()
         branch.unlink()
-        paths.board.write_text("# changed while the branch is gone\n")
+        board = app.query_one(BoardPanel)
+        await rewritten_until(
+            pilot,
+            lambda: paths.board.write_text("# changed while the branch is gone\n"),
+            lambda: "changed while" in board.text,
+            "the board's change",
+        )
         await until(pilot, lambda: line.display, "the problem shown", timeout=30)
         assert "commit" in str(line.render()) and "refs/heads/main" in str(line.render())
         subprocess.run([*git, "update-ref", "refs/heads/main", tip], check=True)
