@@ -497,9 +497,32 @@ def inspect_files(db: Path) -> str | None:
         sizes.append(st.st_size)
     if not db.exists():
         return None
-    with open(db, "rb") as f:
-        head = f.read(100)
-    return header_problem(head, sizes[0], sizes[1])
+    return header_problem(_head(db), sizes[0], sizes[1])
+
+
+# memory.db's descriptor for reading its header, one per file, kept open for the
+# process's life. Closing any descriptor of a file drops every POSIX lock the process
+# holds on it, SQLite's too: the office's connection would lose its read lock, and the
+# next process to close a connection, believing itself the last, would checkpoint and
+# delete the -wal and -shm under the office, whose later writes no other process sees.
+_heads: dict[Path, int] = {}
+_heads_lock = threading.Lock()
+
+
+def _head(db: Path) -> bytes:
+    """memory.db's first 100 bytes, read through the kept descriptor (a new one when the
+    file was replaced: the old one is another file's, whose locks do not matter)."""
+    with _heads_lock:
+        now = os.stat(db)
+        fd = _heads.get(db)
+        if fd is not None:
+            held = os.fstat(fd)
+            if (held.st_dev, held.st_ino) != (now.st_dev, now.st_ino):
+                os.close(fd)
+                fd = None
+        if fd is None:
+            fd = _heads[db] = os.open(db, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        return os.pread(fd, 100, 0)
 
 
 def discard(db: Path) -> list[str]:

@@ -34,7 +34,6 @@ from hive_core.memory.store import Mode, fuse, query_terms, scope_predicate
 from hive_core.paths import HivePaths
 from hive_core.schema import Ledger, Message, Task
 
-HIVE_BIN = Path(sys.executable).parent / "hive"
 SAME = "The staging deploy key rotates nightly at 02:00 UTC"
 STAMP = "2026-11-30T09:00:00Z"
 
@@ -394,6 +393,9 @@ def test_semantic_without_the_extra_says_so(store: MemoryStore) -> None:
 # --- the command line (real subprocesses) -----------------------------------------------------
 
 
+FULL_HIVE = "import sys; from hive_core.cli.hive import main; main(sys.argv[1:])"
+
+
 def hive(
     paths: HivePaths, *args: str, agent: str | None, stdin: str = ""
 ) -> subprocess.CompletedProcess[str]:
@@ -401,8 +403,11 @@ def hive(
     env["HIVE_HOME"] = str(paths.home)
     if agent is not None:
         env["HIVE_AGENT_ID"] = agent
+    # The full `hive` in that process (main(argv)), as with no office: the proving
+    # office here answers who is calling and runs no verb (the thin client would send
+    # note, forget and promote to it).
     return subprocess.run(
-        [str(HIVE_BIN), "memory", *args],
+        [sys.executable, "-c", FULL_HIVE, "memory", *args],
         env=env,
         input=stdin,
         capture_output=True,
