@@ -131,6 +131,9 @@ def spread(ms: list[float]) -> str:
 
 
 def burst_main(keys_burst: int, runs: int) -> None:
+    # The machine's 1-min load as the run starts and as it ends: on shared cores the
+    # tail moves with it, and a run's own bursts raise the second.
+    load_before = os.getloadavg()[0]
     root = Path(tempfile.mkdtemp(prefix="hive-keys-", dir="/tmp"))
     latency: dict[str, list[float]] = {"office": [], "ref": []}
     took: list[float] = []
@@ -150,12 +153,12 @@ def burst_main(keys_burst: int, runs: int) -> None:
         shutil.rmtree(root, ignore_errors=True)
     ms = {t: [v * 1000 for v in values] for t, values in latency.items()}
     p99 = percentile(ms["office"], 0.99)
-    load = os.getloadavg()[0]
+    load = f"{load_before:.1f} before, {os.getloadavg()[0]:.1f} after"
     measured = (
         f"{len(ms['office'])} keys over {runs} burst(s) of {keys_burst:,} messages (each "
         f"delivered in {statistics.median(took):.1f} s, median): {spread(ms['office'])}; "
         f"a plain tmux pane meanwhile, alternating: {spread(ms['ref'])} "
-        f"(load average {load:.1f})"
+        f"(1-min load average {load})"
     )
     print(f"keystroke to echo while messages route: {measured}")
     figure(
