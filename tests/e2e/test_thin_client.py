@@ -274,6 +274,9 @@ def test_ctrl_c_while_typing_a_body_sends_nothing(office: ServedOffice) -> None:
         env=env_of(office.home),
         stdin=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        # As a terminal's shell starts it: a suite run in the background (`cmd &`) has
+        # SIGINT ignored, and Python then never turns Ctrl+C into KeyboardInterrupt.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     stdin = typing.stdin
     assert stdin is not None and typing.stderr is not None
