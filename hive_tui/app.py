@@ -16,8 +16,9 @@ import asyncio
 import gc
 import os
 import signal
+import sys
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, cast, runtime_checkable
 
 from rich.text import Text
 from textual import events, on
@@ -37,7 +38,6 @@ from hive_core.cost import label
 from hive_core.health import Problem
 from hive_core.hint import office_command
 from hive_core.memory import Hit, Mode, SearchScope, search
-from hive_core.office import Office
 from hive_core.render import status_words, why_text
 from hive_core.schema import HUMAN, ControlRequest, Message
 from hive_core.status import TITLE_KINDS
@@ -65,6 +65,9 @@ from hive_tui.screens.task import TaskScreen
 from hive_tui.terminal.input import KeyDriver
 from hive_tui.terminal.keys import encode_key
 from hive_tui.terminal.pane import TerminalPane
+
+if TYPE_CHECKING:
+    from hive_core.office import Office
 
 # An armed prefix with no key after it disarms by itself, as tmux's does.
 PREFIX_TIMEOUT_S = 2.0
@@ -136,7 +139,13 @@ class HiveApp(App[None], inherit_bindings=False):
         # person's theme colours the agents' panes (Textual would map them to its own RGB).
         # KeyDriver: keys read as tmux sends them (alt+key as ESC key), see its module.
         super().__init__(ansi_color=True, driver_class=KeyDriver)
-        self.link: OfficeLink = LocalLink(link) if isinstance(link, Office) else link
+        # An Office is one only if its module was loaded (the caller made it): a client
+        # never imports the office's modules (git, the watcher) just to ask.
+        wiring = sys.modules.get("hive_core.office.wiring")
+        in_process = wiring is not None and isinstance(link, wiring.Office)
+        self.link: OfficeLink = (
+            LocalLink(cast("Office", link)) if in_process else cast("OfficeLink", link)
+        )
         config = self.link.config
         self.demo = demo
         self.prefix_label = config.office.prefix_key

@@ -24,7 +24,7 @@ import signal
 import socket
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from hive_client.aio import VerbResult
 from hive_client.aio import call as call_verb
@@ -58,10 +58,12 @@ from hive_core.config import ConfigError, load_office
 from hive_core.cost import Sum
 from hive_core.desks.state import AgentState
 from hive_core.health import Problem
-from hive_core.office import Office
 from hive_core.paths import HivePaths
 from hive_core.routing.router import RouteStats
 from hive_core.schema import ControlReply, ControlRequest, OfficeConfig
+
+if TYPE_CHECKING:
+    from hive_core.office import Office
 
 Route = tuple[str, list[str]]
 # What one read of the socket takes at most.
