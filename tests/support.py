@@ -104,3 +104,11 @@ def office_of(app: HiveApp) -> Office:
 
     assert isinstance(app.link, LocalLink), app.link
     return app.link.office
+
+
+def shell_roster(*agents: str) -> str:
+    """office.toml for a team of shell desks (no model API), the first the manager."""
+    desks = "".join(
+        f'\n[[agents]]\nid = "{a}"\nname = "{a.title()}"\nprovider = "shell"\n' for a in agents
+    )
+    return f'[office]\nmanager = "{agents[0]}"\n{desks}'

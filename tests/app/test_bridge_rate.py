@@ -20,21 +20,9 @@ from hive_core.schema import HUMAN, Draft
 from hive_tui.app import HiveApp
 from hive_tui.bridge import RELOAD_S, HiveLoaded
 from hive_tui.panels.inbox import InboxPanel
-from tests.support import until
+from tests.support import shell_roster, until
 
-ROSTER = """[office]
-manager = "michael"
-
-[[agents]]
-id = "michael"
-name = "Michael"
-provider = "shell"
-
-[[agents]]
-id = "jim"
-name = "Jim"
-provider = "shell"
-"""
+ROSTER = shell_roster("michael", "jim")
 SENT = 40
 
 

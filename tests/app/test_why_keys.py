@@ -15,21 +15,10 @@ from hive_core.schema import ControlRequest
 from hive_tui.app import HiveApp
 from hive_tui.map.widget import OfficeMap
 from tests.app.conftest import ServeApp, run_app
+from tests.support import shell_roster
 
 PREFIX = "ctrl+right_square_bracket"
-ROSTER = """[office]
-manager = "michael"
-
-[[agents]]
-id = "michael"
-name = "Michael"
-provider = "shell"
-
-[[agents]]
-id = "jim"
-name = "Jim"
-provider = "shell"
-"""
+ROSTER = shell_roster("michael", "jim")
 
 
 def _home(root: Path) -> HivePaths:

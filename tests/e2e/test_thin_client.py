@@ -36,14 +36,12 @@ from hive_core.hive import init_office
 from hive_core.paths import DEFAULT_HOME, HivePaths
 from hive_core.schema import ControlReply
 from tests.serve_support import ServedOffice, served
-from tests.support import wait_for
+from tests.support import shell_roster, wait_for
 
 BIN = Path(sys.executable).parent
 HIVE = str(BIN / "hive")
 AGENTS = ("michael", "jim", "pam")
-ROSTER = '[office]\nmanager = "michael"\n' + "".join(
-    f'\n[[agents]]\nid = "{a}"\nname = "{a.title()}"\nprovider = "shell"\n' for a in AGENTS
-)
+ROSTER = shell_roster(*AGENTS)
 # The full `hive`, in the calling process: main() given its words runs them here.
 LOCAL_HIVE = [
     sys.executable,
