@@ -296,6 +296,11 @@ def check_repo(repo: pygit2.Repository, known_head: str | None = None) -> str | 
     return None
 
 
+# What reading a damaged object raises: libgit2 reports a loose object whose header claims
+# more bytes than can be allocated (a garbage object that still inflates) as out of memory.
+UNREADABLE = (pygit2.GitError, ValueError, KeyError, MemoryError)
+
+
 def _damage(repo: pygit2.Repository, target: str) -> str | None:
     """What is wrong with the commit a branch names, as the words after "the last commit
     X of main": missing, unreadable (a garbage object), or standing on a tree or a parent
@@ -308,7 +313,7 @@ def _damage(repo: pygit2.Repository, target: str) -> str | None:
         if not isinstance(commit, pygit2.Commit):
             return f"is not a commit but a {commit.type_str}"
         tree_id, parent_ids = commit.tree_id, commit.parent_ids
-    except (pygit2.GitError, ValueError, KeyError) as err:
+    except UNREADABLE as err:
         return f"cannot be read ({err})"
     try:
         if not isinstance(repo.get(tree_id), pygit2.Tree):
@@ -316,7 +321,7 @@ def _damage(repo: pygit2.Repository, target: str) -> str | None:
         for parent in parent_ids:
             if not isinstance(repo.get(parent), pygit2.Commit):
                 return f"names a parent {str(parent)[:12]} that is missing"
-    except (pygit2.GitError, ValueError, KeyError) as err:
+    except UNREADABLE as err:
         return f"stands on objects that cannot be read ({err})"
     return None
 
@@ -325,7 +330,7 @@ def _descends(repo: pygit2.Repository, commit: str, ancestor: str) -> bool:
     """True if `commit` has `ancestor` in its history (someone committed on top of ours)."""
     try:
         return bool(repo.descendant_of(commit, ancestor))
-    except (pygit2.GitError, KeyError, ValueError):
+    except UNREADABLE:
         return False
 
 

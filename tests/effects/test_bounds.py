@@ -9,10 +9,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
 import time
+import zlib
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -163,13 +165,17 @@ def literal_commit(repo: Path, body: bytes) -> str:
 
 def damage_head(repo: Path, how: str) -> None:
     """What an agent can do to the hive's .git from its shell: point main at a garbage
-    commit, or overwrite the tip's object file with garbage."""
+    commit, or overwrite the tip's object file with garbage (bytes that do not inflate, or
+    a stream that inflates to a header claiming a petabyte-sized commit)."""
     tip = git(repo, "rev-parse", "HEAD").strip()
     branch = repo / ".git" / "refs" / "heads" / "main"
+    loose = repo / ".git" / "objects" / tip[:2] / tip[2:]
     if how == "garbage-object":
-        loose = repo / ".git" / "objects" / tip[:2] / tip[2:]
         loose.chmod(0o644)
-        loose.write_bytes(os.urandom(200))
+        loose.write_bytes(random.Random(how).randbytes(200))
+    elif how == "oversized-object":
+        loose.chmod(0o644)
+        loose.write_bytes(zlib.compress(b"commit %d\x00" % 2**50))
     elif how == "garbage-commit":
         branch.write_text(literal_commit(repo, b"garbage\n") + "\n")
     elif how == "missing-parent":
@@ -185,6 +191,7 @@ def damage_head(repo: Path, how: str) -> None:
 
 DAMAGE = {
     "garbage-object": "cannot be read",
+    "oversized-object": "cannot be read",
     "garbage-commit": "cannot be read",
     "missing-parent": f"names a parent {'1' * 12} that is missing",
     "missing-tree": f"names a tree {'2' * 12} that is missing",
