@@ -25,7 +25,7 @@ from hive_core.paths import HivePaths
 from hive_tui.app import HiveApp
 from hive_tui.link import SocketLink
 from tests.serve_support import ServedOffice
-from tests.support import until, wait_for
+from tests.support import TIMEOUT_S, until, wait_for
 
 ServeApp = Callable[..., HiveApp]
 
@@ -61,6 +61,32 @@ async def settled(pilot: Pilot[None], app: HiveApp) -> None:
     that start-up takes the focus from."""
     await until(pilot, lambda: all(app.pane(a).is_mounted for a in app.roster), "the panes")
     await until(pilot, lambda: app.focused is app.pane(app.focused_agent), "a focused pane")
+
+
+async def pane_says(
+    pilot: Pilot[None], app: HiveApp, agent: str, text: str, timeout: float = TIMEOUT_S
+) -> None:
+    """Until `text` is drawn in the first four rows of the agent's pane; if it never is,
+    the failure says what the pane draws, its sizes, what the office says of the agent
+    and the office's log (the recorders' READY went missing twice in CI, never here)."""
+    pane = app.pane(agent)
+
+    def top() -> str:
+        return "".join(pane.render_line(y).text for y in range(4))
+
+    try:
+        await until(pilot, lambda: text in top(), f"{text!r} in {agent}'s pane", timeout)
+    except AssertionError as timed_out:
+        rows = [pane.render_line(y).text.rstrip() for y in range(pane.size.height)]
+        paths = app.link.paths
+        serve_out = paths.home.parent / "serve.out"
+        raise AssertionError(
+            f"{timed_out}. The pane (mounted {pane.is_mounted}, size {pane.size}, emulator "
+            f"{pane.emulator.size}, exited {pane.exited}, notice {pane.notice!r}) draws "
+            f"{[r for r in rows if r]}; the office says {app.link.view(agent)}; serve: "
+            f"{serve_out.read_text()[-1500:] if serve_out.exists() else '(no serve.out)'}; "
+            f"the log: {paths.log.read_text()[-1500:] if paths.log.exists() else '(none)'}"
+        ) from None
 
 
 @asynccontextmanager

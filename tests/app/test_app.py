@@ -30,7 +30,7 @@ from hive_tui.bridge import HiveLoaded, MailRouted
 from hive_tui.panels.board import BoardPanel
 from hive_tui.panels.inbox import InboxPanel
 from hive_tui.terminal.pane import TerminalPane
-from tests.app.conftest import ServeApp, rewritten_until, run_app, settled
+from tests.app.conftest import ServeApp, pane_says, rewritten_until, run_app, settled
 from tests.support import office_of, until
 
 # Puts its terminal in raw mode (so every key arrives as the bytes it is), says READY,
@@ -155,11 +155,7 @@ async def test_every_key_reaches_the_child_as_xterm_bytes(app: HiveApp) -> None:
             "michael's recorder",
         )
         await settled(pilot, app)
-        await until(
-            pilot,
-            lambda: "READY" in "".join(app.pane("michael").render_line(y).text for y in range(4)),
-            "recorder ready",
-        )
+        await pane_says(pilot, app, "michael", "READY")
         expected = b""
         for key, data in KEYS:
             await pilot.press(key)
@@ -248,11 +244,7 @@ async def test_the_prefix_key_is_configurable(short_tmp: Path, serve_app: ServeA
     )
     app = serve_app(_home(short_tmp, roster))
     async with run_app(app, (160, 48)) as pilot:
-        await until(
-            pilot,
-            lambda: "READY" in "".join(app.pane("michael").render_line(y).text for y in range(4)),
-            "recorder ready",
-        )
+        await pane_says(pilot, app, "michael", "READY")
         await settled(pilot, app)
         await pilot.press("ctrl+a", "ctrl+a", "ctrl+right_square_bracket")
         await until(
@@ -340,11 +332,7 @@ async def test_the_memory_tab_finds_what_the_office_indexed_after_its_first_sear
 async def test_the_terminals_own_replies_are_not_the_persons_typing(short_tmp: Path) -> None:
     app = HiveApp(Office(_home(short_tmp, _roster(short_tmp)), program=hive))
     async with run_app(app, (160, 48)) as pilot:
-        await until(
-            pilot,
-            lambda: "READY" in "".join(app.pane("michael").render_line(y).text for y in range(4)),
-            "recorder ready",
-        )
+        await pane_says(pilot, app, "michael", "READY")
         # The agent asks the terminal who it is (Claude Code does at start-up), as its
         # pty's output reaches every sink: the office's screen of the pane and the app's.
         for sink in list(office_of(app).supervisor.sinks):
@@ -369,11 +357,7 @@ async def test_an_attached_pane_leaves_the_terminals_replies_to_the_office(
     office's screen of the pane answers it, the app's pane never does."""
     app = serve_app(_home(short_tmp, _roster(short_tmp, asks="michael")))
     async with run_app(app, (160, 48)) as pilot:
-        await until(
-            pilot,
-            lambda: "READY" in "".join(app.pane("michael").render_line(y).text for y in range(4)),
-            "recorder ready",
-        )
+        await pane_says(pilot, app, "michael", "READY")
         await settled(pilot, app)
         await pilot.press("question_mark")
         answer = await until(

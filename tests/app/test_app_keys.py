@@ -40,7 +40,7 @@ from hive_tui.screens.confirm import ConfirmScreen
 from hive_tui.screens.help import HelpScreen
 from hive_tui.screens.quit import QuitScreen
 from hive_tui.terminal.pane import TerminalPane
-from tests.app.conftest import ServeApp, run_app, settled
+from tests.app.conftest import ServeApp, pane_says, run_app, settled
 from tests.app.test_app import _roster, keys_of
 from tests.support import until, wait_for
 
@@ -108,11 +108,7 @@ async def _ready(pilot: Pilot[None], app: HiveApp, agent: str = "michael") -> No
     """The app has started and the agent's recorder runs (its terminal is raw): bytes
     typed now are recorded."""
     await settled(pilot, app)
-    await until(
-        pilot,
-        lambda: "READY" in "".join(app.pane(agent).render_line(y).text for y in range(4)),
-        f"{agent}'s recorder",
-    )
+    await pane_says(pilot, app, agent, "READY")
 
 
 def _shown(app: HiveApp) -> str:

@@ -190,7 +190,16 @@ def test_a_cli_retrying_after_a_429_shows_rate_limited_from_what_it_prints(
     # The CLI waits out `retry-after` and says so in its pane; its retry gets an answer.
     floor = start_floor({"jim": [api_error(user_says("summarise"), ApiError(retry_after=15))]})
     floor.type("jim", "summarise")
-    wait_for(lambda: floor.entry("jim").get("state") == "rate_limited", "jim rate_limited", 60)
+    try:
+        wait_for(lambda: floor.entry("jim").get("state") == "rate_limited", "jim rate_limited", 60)
+    except AssertionError:
+        # Seen once in CI and not since: say what the API was asked and what the office saw.
+        asked = [(r.kind, r.turn) for r in floor.office.models["jim"].requests]
+        raise AssertionError(
+            f"jim never rate_limited; the API was asked (kind, turn): {asked}; registry: "
+            f"{floor.entry('jim')}; why: {floor.why('jim')}; the office's log ends: "
+            f"{(floor.office.root / 'serve.log').read_text()[-2000:]}"
+        ) from None
     # The registry's state comes first; why reads the pane as it is drawn then, and the CLI
     # may be mid-redraw: read it until the whole line is there.
     expected = "its CLI waits to try again: API error · Retrying · attempt 1/10"
