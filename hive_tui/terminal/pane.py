@@ -243,6 +243,9 @@ class TerminalPane(Widget):
         # Where the real cursor was placed at the last paint (screen cells), if shown.
         self._cursor_at: Offset | None = None
         self._exited = False
+        # The pane has drawn this child's screen (output or a snapshot): once it exits,
+        # that screen is the one kept.
+        self._drawn = False
         # Buttons pressed in the interior and reported to the child, not yet released.
         self._held: set[int] = set()
         # What the pty was last told (the pane's interior), which the emulator leaves
@@ -259,6 +262,7 @@ class TerminalPane(Widget):
         """Bytes the child wrote. Cheap: parsing only; the repaint waits for the frame."""
         if self._exited:
             self.exited = False  # only a new child writes after the last one exited
+        self._drawn = True
         self.emulator.feed(data)
         replies = self.emulator.take_replies()
         if replies:
@@ -270,7 +274,14 @@ class TerminalPane(Widget):
         """The office's copy of this terminal (`Emulator.snapshot`, at the pty's size):
         it replaces what the pane had, at that size. The office sends one whenever the
         pty's size is not the one this pane asked for (hive_core/clients/client_socket.py): a
-        pane larger than its pty (another client shows it smaller) marks the rest."""
+        pane larger than its pty (another client shows it smaller) marks the rest.
+
+        An exited child's last screen, once drawn here, stays as it was: the office's
+        copy of it at another size (sent for a layout change) is reflowed, which nothing
+        would redraw. A pane that attached after the exit takes the office's copy."""
+        if self._exited and self._drawn:
+            return
+        self._drawn = True
         self.emulator.restore(snapshot)
         self._strips.clear()
         self._history.clear()

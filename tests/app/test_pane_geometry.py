@@ -18,6 +18,7 @@ from hive_core.hive import init_office
 from hive_core.office import Office
 from hive_core.paths import HivePaths
 from hive_core.schema import ControlRequest
+from hive_core.terminal.emulator import GhosttyEmulator
 from hive_tui.app import HiveApp, side_width
 from hive_tui.terminal.pane import TerminalPane
 from tests.app.conftest import ServeApp, run_app
@@ -212,24 +213,41 @@ os.write(1, b"\x1b[H\x1b[2J" + b"".join(
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="product bug: over the socket, a layout change (or a resize) after an agent "
-    "exited has the office send its screen again reflowed to the pane's new size (a "
-    "Snapshot), which replaces the last screen the pane keeps: its rows are rewrapped",
-)
 async def test_an_exited_agents_last_screen_is_kept_in_every_layout(
     short_tmp: Path, serve_app: ServeApp
 ) -> None:
     await last_screen_kept(serve_app(_home(short_tmp, {"michael": SIZER, "jim": LAST_WORDS})))
 
 
-# In-process too, until the socket's bug above is fixed: the behaviour stays tested meanwhile.
+# In-process too: the pane's own rule, with no office's copy to refuse.
 async def test_an_exited_agents_last_screen_is_kept_in_every_layout_in_process(
     short_tmp: Path,
 ) -> None:
     paths = _home(short_tmp, {"michael": SIZER, "jim": LAST_WORDS})
     await last_screen_kept(HiveApp(Office(paths, program=hive)))
+
+
+def top_row(pane: TerminalPane) -> str:
+    return "".join(run.text for run in pane.emulator.line(0))
+
+
+def test_a_snapshot_never_replaces_the_last_screen_an_exited_pane_drew() -> None:
+    office = GhosttyEmulator(24, 80)
+    office.feed(b"reflowed by the office")
+    drawn = TerminalPane("jim")
+    drawn.feed(b"last words")
+    drawn.exited = True
+    drawn.restore(office.snapshot())
+    assert top_row(drawn).startswith("last words")
+    # A pane that drew nothing of that child (attached after its exit) takes the copy.
+    late = TerminalPane("jim")
+    late.exited = True
+    late.restore(office.snapshot())
+    assert top_row(late).startswith("reflowed by the office")
+    # A new child's output ends the exit: its snapshots apply again.
+    drawn.feed(b"\x1b[2J\x1b[Hagain")
+    drawn.restore(office.snapshot())
+    assert top_row(drawn).startswith("reflowed by the office")
 
 
 async def last_screen_kept(app: HiveApp) -> None:
