@@ -14,7 +14,6 @@ from collections.abc import Callable
 from typing import ClassVar
 
 from rich.markup import escape
-from rich.syntax import Syntax
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -135,6 +134,10 @@ class DiffScreen(ModalScreen[None]):
         if review is None or not index:
             return
         patch = review.patches[int(index)]
+        # Imported when a file is first shown: rich.syntax brings Pygments (~30 ms of the
+        # app's start, before a first frame that never needs it).
+        from rich.syntax import Syntax
+
         self.query_one("#diff-text", Static).update(
             Syntax(hunks_text(patch), "diff", theme="ansi_dark", word_wrap=False)
         )

@@ -13,10 +13,9 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import msgspec
-import pygit2
 from rich.markup import escape
 from rich.text import Text
 from textual import on
@@ -33,6 +32,9 @@ from hive_core.text import shown as clean
 from hive_tui import verbs
 from hive_tui.panels.tasks import task_detail
 from hive_tui.screens.form import FormScreen
+
+if TYPE_CHECKING:
+    import pygit2
 
 EVENT_WIDTH = 70
 # Commits walked back for one task's history (the office commits at most twice a second).
@@ -83,6 +85,10 @@ def committed_versions(repo_path: Path, task_id: str) -> list[tuple[str, Task | 
     """Each committed version of tasks.json that differs from the one before, dated by
     the commit that introduced it (not a later one that only kept it), with the task as
     it stood then (None: not in it), oldest first. Reads git: on a thread."""
+    # Imported here, when a task's history is first read: libgit2's binding is ~35 ms of
+    # the app's start, before a first frame that never needs it.
+    import pygit2
+
     try:
         repo = pygit2.Repository(str(repo_path))
         head = repo.head.target
