@@ -17,6 +17,7 @@ import gc
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, cast, runtime_checkable
 
@@ -30,6 +31,7 @@ from textual.reactive import reactive
 from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Static, TabbedContent, TabPane
+from textual.worker import Worker
 
 from hive_core.actions import BY_NAME, PersonAction
 from hive_core.clients import notify
@@ -77,6 +79,9 @@ MEMORY_RESULTS = 20
 # the kitty protocol, is alt+N (hive_tui/terminal/input.py); a terminal whose Option key
 # types ¡ ™ £ ... types those characters, into the agent, as in tmux.
 ALT_DIGITS: dict[str, int] = {f"alt+{n}": n for n in range(1, 10)}
+# The side's tabs behind the Board (panel id: tab title), whose panels are mounted after
+# the first frame (`HiveApp._mount_panels`).
+HIDDEN_PANELS = {"tasks": "Tasks", "log": "Log", "inbox": "Inbox", "memory": "Memory"}
 
 
 @runtime_checkable
@@ -176,6 +181,10 @@ class HiveApp(App[None], inherit_bindings=False):
         # Every agent's pane, made when first asked for; the focused one is composed,
         # the others mounted after the first frame (`_mount_panes`).
         self._panes: dict[str, TerminalPane] = {}
+        # What waits for the hidden tabs' panels until they are mounted (`_mount_panels`):
+        # the hive's first load, costs, a tab picked in the first instant. None after.
+        self._panel_calls: list[Callable[[], object]] | None = []
+        self._panels_worker: Worker[None] | None = None
 
     # --- building ---------------------------------------------------------------------
 
@@ -194,16 +203,10 @@ class HiveApp(App[None], inherit_bindings=False):
             with TabbedContent(id="side", initial="tab-board"):
                 with TabPane("Board", id="tab-board"):
                     yield BoardPanel(id="board")
-                with TabPane("Tasks", id="tab-tasks"):
-                    yield TasksPanel(id="tasks")
-                with TabPane("Log", id="tab-log"):
-                    yield LogPanel(id="log")
-                with TabPane("Inbox", id="tab-inbox"):
-                    yield InboxPanel(id="inbox")
-                with TabPane("Memory", id="tab-memory"):
-                    yield MemoryPanel(
-                        self._memory_search, self.link.paths, self.link.hive, id="memory"
-                    )
+                # Their panels follow the first frame (`_mount_panels`): hidden behind
+                # the Board, they held it back (~55 ms with their styles and tables).
+                for name, title in HIDDEN_PANELS.items():
+                    yield TabPane(title, id=f"tab-{name}")
         yield Static("", id="health")
         yield KeyLine(self.prefix_label, alt_digits=self.alt_digits, id="keys")
 
@@ -223,6 +226,7 @@ class HiveApp(App[None], inherit_bindings=False):
         )
         self.call_after_refresh(self.focus_agent, self.focused_agent)
         self.call_after_refresh(self._mount_panes)
+        self.call_after_refresh(self._start_panels)
         # What start-up built (modules, widgets, the office: ~80k objects) lives as long as
         # the app: frozen, the cyclic collector leaves it alone. Otherwise each full
         # collection, run by whichever thread allocates (a routing burst's workers), walks
@@ -242,6 +246,39 @@ class HiveApp(App[None], inherit_bindings=False):
         self.query_one(OfficeMap).styles.height = max(7, min(14, height // 3))
         self._fit_side(width)
         self.call_after_refresh(self._fit_panes)
+
+    def _start_panels(self) -> None:
+        if not self._leaving:
+            self._panels_worker = self.run_worker(self._mount_panels(), name="panels")
+
+    async def _mount_panels(self) -> None:
+        """The hidden tabs' panels, then what waited for them, in the order it came."""
+        panels: dict[str, Widget] = {
+            "tasks": TasksPanel(id="tasks"),
+            "log": LogPanel(id="log"),
+            "inbox": InboxPanel(id="inbox"),
+            "memory": MemoryPanel(
+                self._memory_search, self.link.paths, self.link.hive, id="memory"
+            ),
+        }
+        await asyncio.gather(
+            *(self.query_one(f"#tab-{name}", TabPane).mount(w) for name, w in panels.items())
+        )
+        calls, self._panel_calls = self._panel_calls or [], None
+        for call in calls:
+            call()
+
+    @property
+    def panels_mounted(self) -> bool:
+        """The hidden tabs' panels are mounted and have what came for them before."""
+        return self._panel_calls is None
+
+    def _on_panels(self, call: Callable[[], object]) -> None:
+        """`call` now if the hidden tabs' panels are mounted, else once they are."""
+        if self._panel_calls is None:
+            call()
+        else:
+            self._panel_calls.append(call)
 
     def _fit_panes(self) -> None:
         """Each shown pane's pty at the size drawn (TerminalPane.fit says why)."""
@@ -300,6 +337,9 @@ class HiveApp(App[None], inherit_bindings=False):
             )
         self._stop.set()
         await self._office_worker.wait()
+        # Panels still mounting as the screen goes would find their children gone.
+        if self._panels_worker is not None:
+            await self._panels_worker.wait()
         self.exit()
 
     # --- office -> screen -------------------------------------------------------------
@@ -375,12 +415,15 @@ class HiveApp(App[None], inherit_bindings=False):
         if loaded.board is not None:
             self.query_one(BoardPanel).show(loaded.board)
         if loaded.ledger is not None:
-            self.query_one(TasksPanel).show(loaded.ledger)
+            ledger = loaded.ledger
+            self._on_panels(lambda: self.query_one(TasksPanel).show(ledger))
         if loaded.log:
-            self.query_one(LogPanel).add_formatted(loaded.log)
+            log = loaded.log
+            self._on_panels(lambda: self.query_one(LogPanel).add_formatted(log))
         if loaded.inbox is not None:
-            self.escalations = {m.id: m for m in loaded.inbox}
-            self.query_one(InboxPanel).show(loaded.inbox)
+            inbox = loaded.inbox
+            self.escalations = {m.id: m for m in inbox}
+            self._on_panels(lambda: self.query_one(InboxPanel).show(inbox))
             count = len(self.escalations)
             tab = self.query_one(TabbedContent).get_tab("tab-inbox")
             tab.label = f"Inbox {count}" if count else "Inbox"
@@ -398,7 +441,8 @@ class HiveApp(App[None], inherit_bindings=False):
         for agent_id in self.roster:
             self.pane(agent_id).border_title = self._title(agent_id)
         _agents, tasks = self.link.costs()
-        self.query_one(TasksPanel).show_costs({t: label(total) for t, total in tasks.items()})
+        costs = {t: label(total) for t, total in tasks.items()}
+        self._on_panels(lambda: self.query_one(TasksPanel).show_costs(costs))
 
     def pane_output(self, agent_id: str, data: bytes) -> None:
         if agent_id in self.roster:
@@ -686,6 +730,9 @@ class HiveApp(App[None], inherit_bindings=False):
     def action_panel(self, name: str) -> None:
         """Show a side panel and give it the keys (esc gives them back to the pane); a
         zoomed panel stays zoomed, showing this one."""
+        if name != "board" and self._panel_calls is not None:
+            self._on_panels(lambda: self.action_panel(name))
+            return
         if self.layout_mode == "zoom":
             self.layout_mode = "default"
             self._show_layout()

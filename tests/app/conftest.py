@@ -96,6 +96,9 @@ async def run_app(app: HiveApp, size: tuple[int, int]) -> AsyncIterator[Pilot[No
     hearing the office before its screen goes, as it does for a person (a test that only
     left `run_test` had the office's notices reach a screen whose widgets were gone)."""
     async with app.run_test(size=size) as pilot:
+        # The side's hidden panels follow the first frame (HiveApp._mount_panels); the
+        # tests read and key them from the start.
+        await until(pilot, lambda: app.panels_mounted, "the side's panels")
         yield pilot
         await app.leave(stop=not app.link.detachable)
 
