@@ -45,6 +45,14 @@ BACKOFF_MAX = 2.0
 # disk) is retried ever more slowly up to this, and reported once, not every retry.
 FAILING_BACKOFF_MAX = 60.0
 FLUSH_TIMEOUT = 10.0
+# While touches keep coming (a routing burst), a commit waits until they pause for
+# `interval` / COMMIT_QUIET_PARTS, but no longer than COMMIT_DEFER_MAX_S after the first:
+# each commit also costs what the hive holds (its trees written, diffed against HEAD,
+# the index written), so a burst committed in a few commits rather than one every
+# `interval` leaves that much more CPU and GIL to the office's loop (the keys typed
+# meanwhile). Once a burst ends, its last changes are committed within `interval`.
+COMMIT_QUIET_PARTS = 2
+COMMIT_DEFER_MAX_S = 4.0
 # pygit2 has no gc: `git gc --auto` (packs loose objects, deltas the log's versions)
 # runs this often, between commits; it does nothing when there is little to pack.
 GC_EVERY = 600.0
@@ -535,6 +543,9 @@ class Committer:
         self._paths: set[str] = set()
         self._full = False
         self._notes: list[Note] = []
+        # When the pending changes began, and the last touch: a commit waits for a pause.
+        self._pending_since = 0.0
+        self._last_touch = 0.0
         self._wake: Callable[[], None] | None = None
         # One commit (or gc) at a time, whichever thread asks (run()'s worker, flush()).
         self._committing = threading.Lock()
@@ -562,8 +573,13 @@ class Committer:
         """Mark paths changed (files or folders, absolute or relative to the hive); their
         hive-relative forms, for the note that accounts for them (`note(explains=...)`)."""
         rels = frozenset(self._relative(p) for p in paths)
+        now = time.monotonic()
         with self._state:
             was_idle = not (self._paths or self._full)
+            if rels:
+                self._last_touch = now
+                if was_idle:
+                    self._pending_since = now
             for rel in rels:
                 if rel:
                     self._paths.add(rel)
@@ -826,6 +842,16 @@ class Committer:
         if self.on_ok is not None:
             self.on_ok()
 
+    def _settle(self, last_commit: float) -> float:
+        """How long the next commit waits yet: a short settle gathers a burst's first
+        changes, `interval` spaces commits, and while touches keep coming the commit
+        waits for them to pause (COMMIT_DEFER_MAX_S at most)."""
+        with self._state:
+            last_touch, since = self._last_touch, self._pending_since
+        paused = min(last_touch + self._interval / COMMIT_QUIET_PARTS, since + COMMIT_DEFER_MAX_S)
+        due = max(last_commit + self._interval, since + self._interval / 10, paused)
+        return due - time.monotonic()
+
     async def run(self, stop: asyncio.Event) -> None:
         """Commit touched paths every `interval` s until `stop`, then a final full commit.
 
@@ -858,10 +884,10 @@ class Committer:
                         until = min(next_full, next_gc) if self.gc_every is not None else next_full
                         await _first_of(stop, wake, until - time.monotonic())
                     continue
-                # A short settle gathers a burst into one commit; `interval` spaces commits.
-                settle = max(self._interval / 10, last_commit + self._interval - time.monotonic())
-                if await _first_of(stop, None, backoff or settle):
+                if await _first_of(stop, None, backoff or self._settle(last_commit)):
                     break
+                if not backoff and self._settle(last_commit) > 0:
+                    continue  # touched again meanwhile: the burst goes on
                 full = time.monotonic() >= next_full
                 if self.before_commit is not None:
                     self.before_commit()

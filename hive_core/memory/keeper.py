@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,8 +21,14 @@ from hive_core.memory.tidy import summariser_for, tidy
 from hive_core.paths import HivePaths
 from hive_core.schema import AgentSpec, is_agent_id
 
-# Changes are indexed in batches at most this often (a routing burst is one batch).
+# Changes are indexed in batches at most this often.
 INDEX_INTERVAL_S = 0.2
+# While changes keep coming (a routing burst), indexing waits until they pause this long,
+# but no longer than INDEX_DEFER_MAX_S after the first: indexing 2,000 messages takes a
+# CPU second, and during the burst the office's loop (the keys typed meanwhile) and the
+# route and commit threads need it more than a search does.
+INDEX_QUIET_S = 0.5
+INDEX_DEFER_MAX_S = 10.0
 # Retention is about days and megabytes: an hourly sweep is prompt enough.
 RETENTION_INTERVAL_S = 3600.0
 
@@ -46,6 +54,8 @@ class MemoryKeeper:
         )
         self._store: MemoryStore | None = None
         self._changed: set[Path] = set()
+        # When a change was last told (time.monotonic): indexing waits for a pause.
+        self._last_change = 0.0
         self._wake = asyncio.Event()
         self._closed = False
         # What the index could not take that was told already (_tell).
@@ -54,6 +64,7 @@ class MemoryKeeper:
     def changed(self, paths: set[Path]) -> None:
         """Hive files that changed (from the router or the watcher)."""
         self._changed |= {p for p in paths if not p.name.startswith(".")}
+        self._last_change = time.monotonic()
         if self._changed:
             self._wake.set()
 
@@ -80,7 +91,7 @@ class MemoryKeeper:
                 if not self._wake.is_set():
                     continue  # stopping, or time for the sweep
                 self._wake.clear()
-                await asyncio.sleep(INDEX_INTERVAL_S)
+                await self._pause(stop)
                 batch, self._changed = self._changed, set()
                 if batch:
                     await loop.run_in_executor(self._thread, self._index, batch)
@@ -88,6 +99,18 @@ class MemoryKeeper:
             self._closed = True
             await loop.run_in_executor(self._thread, self._close)
             self._thread.shutdown(wait=False)
+
+    async def _pause(self, stop: asyncio.Event) -> None:
+        """Until the changes pause for INDEX_QUIET_S (INDEX_DEFER_MAX_S at most), and
+        INDEX_INTERVAL_S at least; at once when the office stops (what is pending is
+        indexed then)."""
+        start = time.monotonic()
+        wait = INDEX_INTERVAL_S
+        while wait > 0 and not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), wait)
+            now = time.monotonic()
+            wait = min(self._last_change + INDEX_QUIET_S, start + INDEX_DEFER_MAX_S) - now
 
     def idle(self, spec: AgentSpec) -> None:
         """The agent finished a turn: fold its notes if they call for it."""

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from hive_core.committer import (
+    COMMIT_DEFER_MAX_S,
     GC_LOOSE_OBJECTS,
     STALE_LOCK_AGE,
     Committer,
@@ -409,6 +410,36 @@ def test_run_batches_a_burst_and_loses_no_note(repo: Path, committer: Committer)
     counts = [int(m) for s in subjects for m in re.findall(r"route: (\d+) message", s)]
     assert sum(counts) == total
     assert {f"agents/dwight/inbox/m{i:03}.json" for i in range(total)} <= tracked(repo)
+
+
+def test_a_commit_waits_for_touches_to_pause_but_not_past_the_cap(
+    repo: Path, committer: Committer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The clock is the test's: during a burst (a touch every 0.05 s) the commit is not
+    due; once touches stop it is due within the interval; a burst that never pauses is
+    committed COMMIT_DEFER_MAX_S after it began."""
+    now = [1000.0]
+    monkeypatch.setattr("hive_core.committer.time.monotonic", lambda: now[0])
+    interval = 0.1  # the fixture's
+    never = -float("inf")
+    committer.touch(write(repo, "board.md"))
+    assert 0 < committer._settle(never) <= interval
+    for i in range(20):  # 1 s of touches, ten intervals
+        now[0] += 0.05
+        committer.touch(write(repo, f"agents/dwight/inbox/m{i:03}.json"))
+        assert committer._settle(never) > 0, "due while the burst goes on"
+    now[0] += interval
+    assert committer._settle(never) <= 0, "not due within the interval after the burst"
+    committer.commit_now()
+    began = now[0]
+    while now[0] < began + COMMIT_DEFER_MAX_S - 0.1:
+        now[0] += 0.05
+        committer.touch(write(repo, "board.md"))
+        assert committer._settle(never) > 0
+    now[0] = began + COMMIT_DEFER_MAX_S + 0.06
+    committer.touch(write(repo, "board.md"))
+    assert committer._settle(never) <= 0, "a burst that never pauses waits past the cap"
+    assert committer._settle(now[0] - interval / 2) > 0, "commits closer than the interval"
 
 
 def test_run_retries_while_locked_then_commits(repo: Path, committer: Committer) -> None:
