@@ -67,6 +67,11 @@ from hive_core.worktrees import WorktreeKeeper, running_children
 RESTART_BACKOFF_S = 0.5
 RESTART_BACKOFF_MAX_S = 30.0
 RECOVERED_AFTER_S = 60.0
+# How long a thread keeps the interpreter while another waits for it, as long as the office
+# runs (CPython's default is 5 ms). The loop answers the person's keys; during a burst the
+# route, commit and memory threads all want the interpreter, and each hop of a key's echo
+# (the client's input, the pty's output) waited up to one interval per busy thread.
+SWITCH_INTERVAL_S = 0.001
 
 
 @dataclass
@@ -501,9 +506,12 @@ class Office:
         # back however the run ends (a cancelled shutdown too), for a program that hosts
         # the office and goes on (a test, the app).
         was_subreaper = set_subreaper(True)
+        switch_interval = sys.getswitchinterval()
+        sys.setswitchinterval(min(switch_interval, SWITCH_INTERVAL_S))
         try:
             await self._serve(stop, loop)
         finally:
+            sys.setswitchinterval(switch_interval)
             set_subreaper(was_subreaper)
 
     async def _serve(self, stop: asyncio.Event, loop: asyncio.AbstractEventLoop) -> None:
