@@ -15,7 +15,7 @@ from rich.segment import Segment
 from rich.style import Style
 from textual import events
 from textual.binding import Binding, BindingType
-from textual.geometry import Region
+from textual.geometry import Region, Size
 from textual.message import Message
 from textual.strip import Strip
 from textual.timer import Timer
@@ -132,6 +132,7 @@ class OfficeMap(Widget, can_focus=True):
         super().__init__(name=name, id=id, classes=classes)
         self._agents: dict[str, AgentInfo] = {a.id: a for a in agents}
         self._plan: FloorPlan | None = None
+        self._planned_size: Size | None = None  # the widget's size `_plan` was made for
         self._lines: dict[int, Strip] = {}
         self._selected: str | None = None
         self._flights: list[_Flight] = []
@@ -225,15 +226,20 @@ class OfficeMap(Widget, can_focus=True):
         return {s.y for s in spots if s is not None}
 
     def _replan(self) -> None:
-        width, height = self.size
+        self._plan_floor()
+        self.refresh()
+
+    def _plan_floor(self) -> None:
+        width, height = self._planned_size = self.size
         self._plan = plan_floor(list(self._agents.values()), width, height)
         # Flights were routed on the old floor.
         self._flights.clear()
         self._stop_timer()
-        self._invalidate_all()
+        self._lines.clear()
 
     def on_resize(self, event: events.Resize) -> None:
-        self._replan()
+        if self.size != self._planned_size:  # not already planned by the frame drawn
+            self._replan()
 
     def on_unmount(self) -> None:
         self._stop_timer()
@@ -276,6 +282,10 @@ class OfficeMap(Widget, can_focus=True):
             self.refresh(Region(0, y, width, 1))
 
     def render_line(self, y: int) -> Strip:
+        # The first frame draws this widget before it hears its size (its Resize comes
+        # after): planned here, the floor and its names are in that frame, not the next.
+        if self.size != self._planned_size:
+            self._plan_floor()
         strip = self._lines.get(y)
         if strip is None:
             strip = self._lines[y] = self._build_line(y)
