@@ -197,8 +197,11 @@ def scope_name(paths: HivePaths) -> str:
 
 
 def serve_argv(paths: HivePaths) -> list[str]:
-    # The core's command group: serving never loads the app.
-    return [sys.executable, "-m", "hive_core.cli.office", "serve", "--home", str(paths.home)]
+    # The core's command group: serving never loads the app. -P: the office keeps the
+    # caller's cwd (below), and `-m` would put that folder first on sys.path, so
+    # `hive-office` started in a checkout of hive-office served that checkout's
+    # hive_core, not the installed one beside this interpreter.
+    return [sys.executable, "-P", "-m", "hive_core.cli.office", "serve", "--home", str(paths.home)]
 
 
 def start(
