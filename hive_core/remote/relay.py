@@ -52,9 +52,11 @@ Log = Callable[[str, str], None]  # (agent id, what happened)
 
 def hive_command(executable: str = sys.executable) -> list[str]:
     """The office's own `hive`: the console script beside the office's python (same
-    venv), else the module run by that python."""
+    venv), else the module run by that python; -P, as for the office itself (daemon.py),
+    so a desk working inside a checkout of hive-office runs the installed code, not the
+    checkout's."""
     script = shutil.which("hive", path=str(Path(executable).parent))
-    return [script] if script else [executable, "-m", "hive_core.cli.hive"]
+    return [script] if script else [executable, "-P", "-m", "hive_core.cli.hive"]
 
 
 def child_env(

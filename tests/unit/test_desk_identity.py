@@ -83,5 +83,5 @@ def test_the_relayed_verb_runs_as_the_desk_in_the_office_home() -> None:
         "HIVE_REMOTE_TTY": "stdin,stderr",
     }
     assert exit_code(2) == 2 and exit_code(-9) == 137
-    assert hive_command("/nowhere/python") == ["/nowhere/python", "-m", "hive_core.cli.hive"]
+    assert hive_command("/nowhere/python") == ["/nowhere/python", "-P", "-m", "hive_core.cli.hive"]
     assert hive_command(sys.executable)[0].endswith("/hive")
