@@ -394,6 +394,7 @@ async def test_a_burst_reaches_the_app_once_per_message_and_each_panel_once(
     async with app.run_test(size=(160, 48), message_hook=seen.append) as pilot:
         await until(pilot, lambda: paths.hook_socket.exists(), "the office running")
         await until(pilot, lambda: any(isinstance(m, HiveLoaded) for m in seen), "first load")
+        await until(pilot, lambda: app.panels_mounted, "the side's panels (after frame 1)")
         # Hold the route thread so that every file is in the outbox when it scans.
         gate = threading.Event()
         office.routes.thread.submit(gate.wait)

@@ -249,6 +249,18 @@ def test_a_held_index_lock_and_a_garbage_head_are_told_by_doctor(office: ServedO
     paths = office.paths
     hive = paths.hive
     lock = hive / ".git" / "index.lock"
+    # The office commits what it started with once its start-up writes pause (the
+    # committer waits out bursts): the lock is taken on a hive that has a history.
+    wait_for(
+        lambda: (
+            subprocess.run(
+                ["git", "-C", str(hive), "rev-parse", "-q", "--verify", "HEAD"], capture_output=True
+            ).returncode
+            == 0
+        ),
+        "the first commit",
+        60,
+    )
     holder = subprocess.Popen(
         [sys.executable, "-c", f"f = open({str(lock)!r}, 'w'); print(1, flush=True); input()"],
         stdin=subprocess.PIPE,
