@@ -39,6 +39,7 @@ async def test_mail_that_keeps_coming_is_shown_a_few_times_a_second_and_whole(
     seen: list[TextualMessage] = []
     async with app.run_test(size=(160, 48), message_hook=seen.append) as pilot:
         await until(pilot, lambda: any(isinstance(m, HiveLoaded) for m in seen), "first load")
+        await until(pilot, lambda: app.panels_mounted, "the side's panels (after frame 1)")
         before = len(seen)
         started = time.monotonic()
         # One routing pass each (a kick per message), a few frames apart.
