@@ -18,6 +18,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, cast, runtime_checkable
 
@@ -79,9 +80,6 @@ MEMORY_RESULTS = 20
 # the kitty protocol, is alt+N (hive_tui/terminal/input.py); a terminal whose Option key
 # types ¡ ™ £ ... types those characters, into the agent, as in tmux.
 ALT_DIGITS: dict[str, int] = {f"alt+{n}": n for n in range(1, 10)}
-# The side's tabs behind the Board (panel id: tab title), whose panels are mounted after
-# the first frame (`HiveApp._mount_panels`).
-HIDDEN_PANELS = {"tasks": "Tasks", "log": "Log", "inbox": "Inbox", "memory": "Memory"}
 
 
 @runtime_checkable
@@ -205,8 +203,8 @@ class HiveApp(App[None], inherit_bindings=False):
                     yield BoardPanel(id="board")
                 # Their panels follow the first frame (`_mount_panels`): hidden behind
                 # the Board, they held it back (~55 ms with their styles and tables).
-                for name, title in HIDDEN_PANELS.items():
-                    yield TabPane(title, id=f"tab-{name}")
+                for name in self._hidden_panels():
+                    yield TabPane(name.title(), id=f"tab-{name}")
         yield Static("", id="health")
         yield KeyLine(self.prefix_label, alt_digits=self.alt_digits, id="keys")
 
@@ -251,18 +249,23 @@ class HiveApp(App[None], inherit_bindings=False):
         if not self._leaving:
             self._panels_worker = self.run_worker(self._mount_panels(), name="panels")
 
+    def _hidden_panels(self) -> dict[str, Callable[..., Widget]]:
+        """The side's tabs behind the Board, by panel id (its tab's title): how each panel
+        is made, after the first frame (`_mount_panels`)."""
+        return {
+            "tasks": TasksPanel,
+            "log": LogPanel,
+            "inbox": InboxPanel,
+            "memory": partial(MemoryPanel, self._memory_search, self.link.paths, self.link.hive),
+        }
+
     async def _mount_panels(self) -> None:
         """The hidden tabs' panels, then what waited for them, in the order it came."""
-        panels: dict[str, Widget] = {
-            "tasks": TasksPanel(id="tasks"),
-            "log": LogPanel(id="log"),
-            "inbox": InboxPanel(id="inbox"),
-            "memory": MemoryPanel(
-                self._memory_search, self.link.paths, self.link.hive, id="memory"
-            ),
-        }
         await asyncio.gather(
-            *(self.query_one(f"#tab-{name}", TabPane).mount(w) for name, w in panels.items())
+            *(
+                self.query_one(f"#tab-{name}", TabPane).mount(make(id=name))
+                for name, make in self._hidden_panels().items()
+            )
         )
         calls, self._panel_calls = self._panel_calls or [], None
         for call in calls:
