@@ -16,27 +16,29 @@ def make_keeper(tmp_path: Path) -> MemoryKeeper:
     return MemoryKeeper(HivePaths(tmp_path), budget=4000, use_cli=False, log=lambda _a, _t: None)
 
 
+async def changes(memory: MemoryKeeper, paths: list[Path], every: float) -> None:
+    """A routing burst as the keeper hears it: one change every `every` seconds."""
+    for path in paths:
+        memory.changed({path})
+        await asyncio.sleep(every)
+
+
 def test_indexing_waits_until_changes_pause(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(keeper, "INDEX_QUIET_S", 0.2)
     monkeypatch.setattr(keeper, "INDEX_DEFER_MAX_S", 60.0)
     memory = make_keeper(tmp_path)
-    burst_over = False
-
-    async def burst() -> None:
-        nonlocal burst_over
-        for i in range(20):  # changes every 0.05 s, each well within the quiet time
-            memory.changed({tmp_path / f"m{i}.json"})
-            await asyncio.sleep(0.05)
-        burst_over = True
 
     async def main() -> bool:
         memory.changed({tmp_path / "first.json"})
-        told = asyncio.create_task(burst())
+        # A change every 0.05 s, each well within the quiet time.
+        burst = asyncio.create_task(
+            changes(memory, [tmp_path / f"m{i}.json" for i in range(20)], 0.05)
+        )
         await memory._pause(asyncio.Event())
-        over = burst_over
-        await told
+        over = burst.done()
+        await burst
         return over
 
     assert asyncio.run(main()), "indexed while the burst went on"
@@ -51,17 +53,11 @@ def test_a_burst_that_never_pauses_is_indexed_at_the_cap(
     memory = make_keeper(tmp_path)
 
     async def main() -> None:
-        stop = asyncio.Event()
-
-        async def forever() -> None:
-            while not stop.is_set():
-                memory.changed({tmp_path / "log.jsonl"})
-                await asyncio.sleep(0.02)
-
-        told = asyncio.create_task(forever())
-        await memory._pause(asyncio.Event())  # returns: the test would hang otherwise
-        stop.set()
-        await told
+        # Longer than the cap by far: only the cap can end the pause.
+        burst = asyncio.create_task(changes(memory, [tmp_path / "log.jsonl"] * 500, 0.02))
+        await memory._pause(asyncio.Event())
+        assert not burst.done(), "the pause ended at the cap, not after the burst"
+        burst.cancel()
 
     asyncio.run(main())
 
