@@ -295,16 +295,20 @@ class Supervisor:
             finally:
                 self._starting.discard(agent_id)
         launch.cwd.mkdir(parents=True, exist_ok=True)
-        rows, cols = self.sizes.get(agent_id, self.size)
         self._starting.add(agent_id)
         try:
             confine, uncontained = await asyncio.to_thread(self._containment, spec, launch)
+            # The size asked for now: a client attaching while the CLI starts resizes it
+            # during the awaits here, and a pty started at the old size would keep it.
+            rows, cols = self.sizes.get(agent_id, self.size)
             session = await PtySession.start(
                 launch.argv, env=launch.env, cwd=launch.cwd, rows=rows, cols=cols, confine=confine
             )
         finally:
             self._starting.discard(agent_id)
         self.sessions[agent_id] = session
+        if (wanted := self.sizes.get(agent_id, self.size)) != (rows, cols):
+            session.resize(*wanted)  # asked for while the child was spawned
         self._started_at[agent_id] = time.monotonic()
         loop = asyncio.get_running_loop()
         session.attach(

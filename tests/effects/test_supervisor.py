@@ -22,13 +22,15 @@ id = "m"
 name = "{name}"
 provider = "shell"
 cwd = "{cwd}"
-command = ["bash", "--norc", "--noprofile", "-c", "echo ready; sleep 300"]
+command = ["bash", "--norc", "--noprofile", "-c", "{script}"]
 """
 
 
-def supervisor(home: Path, name: str, out: list[bytes]) -> Supervisor:
+def supervisor(
+    home: Path, name: str, out: list[bytes], script: str = "echo ready; sleep 300"
+) -> Supervisor:
     home.mkdir(exist_ok=True)
-    (home / "office.toml").write_text(ROSTER.format(name=name, cwd=home.parent))
+    (home / "office.toml").write_text(ROSTER.format(name=name, cwd=home.parent, script=script))
     paths = HivePaths(home)
     init_office(paths)
     config = load_office(paths.office_toml)
@@ -59,3 +61,19 @@ def test_identity_is_rewritten_only_when_it_changed(tmp_path: Path) -> None:
         assert "Moira" in identity.read_text() and "Mona" not in identity.read_text()
 
     asyncio.run(asyncio.wait_for(main(), 60))
+
+
+async def test_a_resize_while_the_cli_starts_is_the_size_its_terminal_gets(tmp_path: Path) -> None:
+    """A client attaching while the team starts sizes the panes during the spawn's awaits
+    (the office's copy of the screen takes the new size at once): the pty must too, or
+    the CLI draws for a terminal the person does not see."""
+    out: list[bytes] = []
+    sup = supervisor(tmp_path / "home", "M", out, "sleep 0.3; stty size; sleep 300")
+    starting = asyncio.create_task(sup.start("m"))
+    await until(None, lambda: "m" in sup._starting, "the spawn under way")
+    sup.resize(17, 61, "m")
+    assert await starting
+    try:
+        await until(None, lambda: b"17 61" in b"".join(out), "stty's answer")
+    finally:
+        await sup.stop_all()
