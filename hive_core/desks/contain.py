@@ -118,7 +118,9 @@ def to_list(hidden: Iterable[str]) -> list[str]:
     folders: set[str] = set()
     for path in hidden:
         parent = os.path.dirname(path)
-        while True:
+        # A folder already listed came with all of its own ancestors (50 desks' hidden
+        # paths share most of theirs: the home, the hive, the mailboxes' folder).
+        while parent not in folders:
             folders.add(parent)
             if parent == "/":
                 break
@@ -213,8 +215,44 @@ def cli_problem(provider: str, env: Mapping[str, str]) -> str | None:
     )
 
 
-def _real(path: str | os.PathLike[str]) -> str:
-    return os.path.realpath(os.path.expanduser(path))
+class _RealPaths:
+    """os.path.realpath (not strict) of many paths read at one moment, each folder on
+    the way resolved once. A desk's folders are ~200 paths below the same few (the home,
+    the hive, the mailboxes, the other desks' cwd), and at 50 desks resolving each path
+    whole (an lstat per component, in Python) was most of the office's CPU while it
+    started its desks, beside the app drawing its first frame. A path whose parent
+    resolved with no symbolic link on the way is that real parent and its own name, if
+    that name is no link either (or is missing: realpath keeps it as it is); anything
+    else (a link on the way, `.` or `..`, a relative path, a trailing slash) gets
+    realpath's own answer for the whole path."""
+
+    def __init__(self) -> None:
+        # Paths as asked, and the real paths themselves, that resolved with no link.
+        self._plain: dict[str, str] = {"/": "/"}
+
+    def __call__(self, path: str | os.PathLike[str]) -> str:
+        path = os.path.expanduser(os.fspath(path))
+        return self._plain_real(path) or os.path.realpath(path)
+
+    def _plain_real(self, path: str) -> str | None:
+        """`path`'s real path if no link lies on its way, else None."""
+        known = self._plain.get(path)
+        if known is not None:
+            return known
+        parent, name = os.path.split(path)
+        if not name or name in (".", "..") or not os.path.isabs(parent):
+            return None
+        base = self._plain_real(parent)
+        if base is None:
+            return None
+        real = os.path.join(base, name)
+        try:
+            if stat.S_ISLNK(os.lstat(real).st_mode):
+                return None
+        except OSError:
+            pass
+        self._plain[path] = self._plain[real] = real
+        return real
 
 
 def desk_folders(
@@ -235,10 +273,11 @@ def desk_folders(
     unless one is inside this desk's own). `git`: the roster's folder and the desk's
     branch when `cwd` is its worktree of that folder's repository."""
     home = os.path.realpath(env.get("HOME") or os.path.expanduser("~"))
+    real = _RealPaths()
     # A desk started in a subfolder of its worktree (the roster's cwd was one of the
     # repository) works in the whole worktree.
     worktree = paths.worktree(agent)
-    if _within(_real(cwd), _real(worktree)):
+    if _within(real(cwd), real(worktree)):
         cwd = worktree
     mine = [str(cwd), str(paths.mailbox(agent).root), str(paths.desk_tmp(agent))]
     for name in CONFIG_ENV:
@@ -257,14 +296,14 @@ def desk_folders(
     for other in others:
         box = paths.mailbox(other)
         hidden += [str(box.memory_dir), str(box.memory)]
-    own = _real(cwd)
+    own = real(cwd)
     protected = [str(paths.home), *(str(paths.worktree(o)) for o in others)]
-    protected += [p for p in map(_real, elsewhere) if not _within(p, own)]
+    protected += [p for p in map(real, elsewhere) if not _within(p, own)]
     return DeskFolders(
         agent=agent,
-        writable=tuple(dict.fromkeys(_real(p) for p in mine)),
-        hidden=tuple(dict.fromkeys(_real(p) for p in hidden)),
-        protected=tuple(dict.fromkeys(_real(p) for p in protected)),
+        writable=tuple(dict.fromkeys(real(p) for p in mine)),
+        hidden=tuple(dict.fromkeys(real(p) for p in hidden)),
+        protected=tuple(dict.fromkeys(real(p) for p in protected)),
     )
 
 

@@ -275,3 +275,29 @@ def test_a_desk_in_a_subfolder_of_its_worktree_works_in_the_whole_worktree(
     )
     assert os.path.realpath(worktree) in folders.writable
     assert f"{os.path.realpath(repo / '.git')}/objects" in folders.writable
+
+
+def test_a_desks_real_paths_are_realpaths_answers(tmp_path: Path) -> None:
+    """desk_folders resolves its ~200 paths with one `_RealPaths`, each folder on the
+    way once: whatever lies on the way (links to folders and files, a link loop, a
+    dangling link, missing folders, a file taken for a folder, `.` and `..`, doubled,
+    trailing or leading slashes, a relative path, `~`), its answer is realpath's."""
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "a" / "f").write_text("")
+    (tmp_path / "to_b").symlink_to(tmp_path / "a" / "b")
+    (tmp_path / "a" / "up").symlink_to("..")
+    (tmp_path / "a" / "to_f").symlink_to("f")
+    (tmp_path / "loop1").symlink_to("loop2")
+    (tmp_path / "loop2").symlink_to("loop1")
+    (tmp_path / "dangling").symlink_to(tmp_path / "gone" / "x")
+    t = str(tmp_path)
+    asked: list[str | Path] = [
+        f"{t}/a/b/c", f"{t}/a/b", f"{t}/to_b/c/d", f"{t}/to_b", f"{t}/a/up/a/b/x",
+        f"{t}/a/to_f", f"{t}/a/to_f/x", f"{t}/a/f/x", f"{t}/loop1/x", f"{t}/loop2",
+        f"{t}/dangling", f"{t}/dangling/y", f"{t}/missing/m/n", f"{t}/a/./b",
+        f"{t}/a/../a/b", f"{t}//a//b", f"{t}/a/b/", f"/{t}/a", "/", "relative/x", "~",
+        "~/.config", Path(t) / "to_b" / "z",
+    ]  # fmt: skip
+    real = contain._RealPaths()
+    for path in [*asked, *asked]:  # the second time from what the first resolved
+        assert real(path) == os.path.realpath(os.path.expanduser(path)), path
