@@ -212,9 +212,7 @@ class GhosttyEmulator:
         )
         self._configure()
 
-        state = ffi.new("GhosttyRenderState*")
-        _check(lib.ghostty_render_state_new(ffi.NULL, state), "render_state_new")
-        self._rs = state[0]
+        self._rs = self._new_render_state()
         rows_it = ffi.new("GhosttyRenderStateRowIterator*")
         _check(lib.ghostty_render_state_row_iterator_new(ffi.NULL, rows_it), "row_iterator_new")
         self._rows_it = rows_it
@@ -256,6 +254,12 @@ class GhosttyEmulator:
         if not _layout_checked:
             _check_cell_layout()
             _layout_checked = True
+
+    @staticmethod
+    def _new_render_state() -> Any:
+        state = ffi.new("GhosttyRenderState*")
+        _check(lib.ghostty_render_state_new(ffi.NULL, state), "render_state_new")
+        return state[0]
 
     def __del__(self) -> None:
         if getattr(self, "_t", None) is not None:
@@ -342,6 +346,14 @@ class GhosttyEmulator:
             raise ValueError(f"a terminal snapshot libghostty-vt cannot read ({result})")
         lib.ghostty_terminal_free(self._t)
         self._t = handle[0]
+        # A render state updates incrementally: it rebuilds every row only when the size,
+        # the screen or the viewport's first page differs from what it last read, and the
+        # page is compared by address. A decoded terminal of the same size whose first
+        # page was allocated where the freed one's was looked unchanged, and the pane kept
+        # drawing the old screen (a recorder's READY, lost in 1 of ~4 full test runs).
+        # A fresh render state has nothing to compare: its first update reads every row.
+        lib.ghostty_render_state_free(self._rs)
+        self._rs = self._new_render_state()
         self._configure()
         self._replies.clear()
         self._stale = True
