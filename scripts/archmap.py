@@ -99,11 +99,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         text = page.read_text(encoding="utf-8")
     except OSError as e:
-        print(f"archmap: cannot read {page} ({e.strerror}); name the architecture page.", file=sys.stderr)
+        print(
+            f"archmap: cannot read {page} ({e.strerror}); name the architecture page.",
+            file=sys.stderr,
+        )
         return 1
     new = replaced(text, block)
     if new is None:
-        print(f"archmap: {page} has no map markers; put {BEGIN} and {END} where the map goes.", file=sys.stderr)
+        print(
+            f"archmap: {page} has no map markers; put {BEGIN} and {END} where the map goes.",
+            file=sys.stderr,
+        )
         return 1
     page.write_text(new, encoding="utf-8")
     return 0

@@ -173,5 +173,3 @@ def _folders(folder: Path) -> list[Path]:
 def summaries(paths: HivePaths) -> list[Path]:
     """Every run.json in the cache (for `reindex`)."""
     return [run.summary for run in attempts(paths) if run.summary.is_file()]
-
-

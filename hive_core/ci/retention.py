@@ -106,7 +106,9 @@ async def sweep_loop(
 
 
 def _sweep_opened(
-    paths: HivePaths, settings: OfficeSettings, open_index: Callable[[], AbstractContextManager[Index]]
+    paths: HivePaths,
+    settings: OfficeSettings,
+    open_index: Callable[[], AbstractContextManager[Index]],
 ) -> list[str]:
     with open_index() as index:
         return sweep(paths, settings, index)

@@ -12,8 +12,6 @@ if TYPE_CHECKING:
     pass
 
 
-
-
 # --- the PreToolUse rewrite (pure) -----------------------------------------------------------
 
 # Only these characters: no quote, no $, no `;&|<>()`, no glob, no newline, no comment.
@@ -62,5 +60,3 @@ def rewrite_command(command: str) -> str | None:
         return None
     extra = [w for option, value in sorted(options.items()) for w in (option, value)]
     return " ".join(["hive", "ci-logs", "view", run, log, *extra])
-
-

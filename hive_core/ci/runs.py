@@ -196,8 +196,6 @@ def summarise(run: GhRun, key: RunKey, log: str, by: str, at: str) -> CachedRun:
     )
 
 
-
-
 class Cached(NamedTuple):
     """One attempt folder as the sweep found it."""
 
@@ -233,5 +231,3 @@ def expired(
         gone.append((item.run, f"the cache is over {max_bytes / 1e6:g} MB"))
         total -= item.size
     return gone
-
-

@@ -44,7 +44,6 @@ _HOME_KEY = "hive.home"
 F = TypeVar("F", bound=Callable[..., object])
 
 
-
 def relayed() -> bool:
     """Whether this verb was relayed from a remote desk's host by the office."""
     return invocation.getenv(RELAYED_ENV) is not None

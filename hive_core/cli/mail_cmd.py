@@ -79,8 +79,7 @@ def inbox(args: dict[str, Any], home: str | None) -> None:
     def skipped(path: Path, why: str) -> None:
         # Anyone can drop a file in an inbox folder; it must not hide the real mail.
         print(
-            f"hive: skipped {render.preview(path.name)} in your inbox: "
-            f"{render.preview(why, 200)}",
+            f"hive: skipped {render.preview(path.name)} in your inbox: {render.preview(why, 200)}",
             file=sys.stderr,
         )
 

@@ -136,9 +136,7 @@ def start_demo(home: Path, brains: dict[str, Brain] | None = None) -> Demo:
     for model in models.values():
         model.start()
     # The scripted manager would not know what to do with a floor digest.
-    roster = (
-        '[office]\nname = "Scranton (demo)"\nmanager = "michael"\nmanager_watch = "off"\n'
-    )
+    roster = '[office]\nname = "Scranton (demo)"\nmanager = "michael"\nmanager_watch = "off"\n'
     for agent, name, role in AGENTS:
         roster += (
             f'\n[[agents]]\nid = "{agent}"\nname = "{name}"\nrole = "{role}"\nprovider = "claude"\n'

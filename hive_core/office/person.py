@@ -163,9 +163,7 @@ class Person:
                     )
                 ledger, _ = tasks.answer_question(ledger, message.task, text, now=now)
             except tasks.LedgerError as e:
-                self._log(
-                    self.config.office.manager, f"answer not recorded on {message.task}: {e}"
-                )
+                self._log(self.config.office.manager, f"answer not recorded on {message.task}: {e}")
                 return
             tasks.save_ledger(self.paths.tasks, ledger)
         self.committer.touch(self.paths.tasks)

@@ -183,9 +183,7 @@ class Verbs:
         feeding = asyncio.create_task(streams.feed(reader))
         try:
             # The verb's thread sends its exit code after its output (run_verb).
-            await loop.run_in_executor(
-                self._pool, run_verb, program, argv, running, streams
-            )
+            await loop.run_in_executor(self._pool, run_verb, program, argv, running, streams)
         finally:
             feeding.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -147,9 +147,7 @@ class Office:
         self.cost.remote.busy = lambda agent: (
             (state := states.get(agent)) is not None and state.status == "working"
         )
-        self.plane = EventPlane(
-            paths, config, states, self.providers, touch=self.committer.touch
-        )
+        self.plane = EventPlane(paths, config, states, self.providers, touch=self.committer.touch)
         self.plane.on_event.append(self._event_seen)
         self.memory = MemoryKeeper(
             paths,

@@ -83,7 +83,9 @@ class RouteRoster:
     injection: Detector = field(default_factory=lambda: Detector.from_list(None))
 
     @classmethod
-    def from_config(cls, config: OfficeConfig, archived: frozenset[str] = frozenset()) -> RouteRoster:
+    def from_config(
+        cls, config: OfficeConfig, archived: frozenset[str] = frozenset()
+    ) -> RouteRoster:
         gone = archived | {a.id for a in config.agents if a.archived}
         send_only = frozenset(a.id for a in config.agents if a.send_only)
         return cls(
@@ -278,7 +280,9 @@ def plan_route(
     if to == sender or (to == "god" and sender == manager):
         return Rejection("a message to yourself is not delivered; write it to your memory instead.")
 
-    message = normalise(draft, msg_id=msg_id, sender=sender, parent=parent, web=sender in roster.web)
+    message = normalise(
+        draft, msg_id=msg_id, sender=sender, parent=parent, web=sender in roster.web
+    )
     finding = find_injection(f"{message.subject}\n{message.body}", roster.injection)
     if finding is not None:
         message.injection = finding.what
@@ -436,7 +440,9 @@ def requester(sender: str, parent: HopRecord | None) -> str | None:
     return parent.sender if parent.to in (sender, "broadcast") else None
 
 
-def _web_refusal(message: Message, parent: HopRecord | None, roster: RouteRoster) -> _Refusal | None:
+def _web_refusal(
+    message: Message, parent: HopRecord | None, roster: RouteRoster
+) -> _Refusal | None:
     """Why a web-enabled agent may not write to this address, or None if it may: only
     the manager and whoever asked it (seed 001: web text must not steer the team)."""
     sender, to, manager = message.sender, message.to, roster.manager

@@ -109,7 +109,9 @@ def fold(watch: DigestMemory, routed: Iterable[Routed], peers: frozenset[str]) -
     return DigestMemory(counts=counts, waiting=waiting, reported=watch.reported & waiting.keys())
 
 
-def compose(watch: DigestMemory, now: datetime, open_after_s: float) -> tuple[str | None, DigestMemory]:
+def compose(
+    watch: DigestMemory, now: datetime, open_after_s: float
+) -> tuple[str | None, DigestMemory]:
     """The digest's text (None: nothing new to say) and the watch after sending it.
     Said when there was traffic since the last one, or a request became overdue."""
     overdue = sorted(
@@ -121,7 +123,9 @@ def compose(watch: DigestMemory, now: datetime, open_after_s: float) -> tuple[st
     if not watch.counts and not newly:
         return None, after
     total = sum(watch.counts.values())
-    lines = [f"RouteRoster traffic since the last digest: {total} message{'s' if total != 1 else ''}."]
+    lines = [
+        f"RouteRoster traffic since the last digest: {total} message{'s' if total != 1 else ''}."
+    ]
     for (sender, recipient), n in sorted(watch.counts.items(), key=lambda kv: (-kv[1], kv[0])):
         lines.append(f"- {sender} -> {recipient}: {n}")
     questions = [w for w in overdue if w.act == "query"]

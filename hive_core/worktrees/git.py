@@ -356,6 +356,7 @@ def repo_top(folder: Path) -> Path | None:
     except WorktreeError:
         return None
 
+
 def read_new_file(folder: str, name: str) -> tuple[bytes, str, bool] | None:
     """An untracked file's first UNTRACKED_READ_MAX bytes, its git mode, and whether that
     was all of it; a symlink's target (never followed); None for anything else (a FIFO,

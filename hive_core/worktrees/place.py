@@ -44,7 +44,9 @@ from hive_core.worktrees.plan import (
 
 def read_record(paths: HivePaths, agent_id: str) -> WorktreeRecord | None:
     try:
-        return msgspec.json.decode(paths.worktree_record(agent_id).read_bytes(), type=WorktreeRecord)
+        return msgspec.json.decode(
+            paths.worktree_record(agent_id).read_bytes(), type=WorktreeRecord
+        )
     except FileNotFoundError:
         return None
     except (OSError, msgspec.DecodeError) as e:
@@ -291,5 +293,3 @@ def bootstrap(
 def _tail(output: bytes) -> str:
     lines = output.decode("utf-8", "replace").strip().splitlines()
     return " / ".join(lines[-3:])[-300:] or "no output"
-
-

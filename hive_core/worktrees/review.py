@@ -73,8 +73,6 @@ def changed_files(record: WorktreeRecord, *, run: Git | None = None) -> list[Fil
     return sorted(stats, key=lambda s: s.path)
 
 
-
-
 def patch(
     record: WorktreeRecord, only: Iterable[str] | None = None, *, run: Git | None = None
 ) -> str:
@@ -148,5 +146,3 @@ def uncommitted(folder: str, *, run: Git = LOCAL) -> list[str]:
         ["status", "--porcelain", "-z", "--untracked-files=all", "--no-renames"], folder
     ).stdout
     return [e[3:].decode("utf-8", "surrogateescape") for e in out.split(b"\0") if len(e) > 3]
-
-

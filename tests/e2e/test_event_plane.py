@@ -119,7 +119,9 @@ def test_session_and_turn_reach_the_registry(start_floor: Callable[..., RouteRos
 # --- 2 ------------------------------------------------------------------------------------
 
 
-def test_mail_that_arrives_mid_turn_is_drained_at_stop(start_floor: Callable[..., RouteRoster]) -> None:
+def test_mail_that_arrives_mid_turn_is_drained_at_stop(
+    start_floor: Callable[..., RouteRoster],
+) -> None:
     floor = start_floor(
         {
             "jim": [
@@ -211,7 +213,9 @@ def test_block_cap_releases_the_agent(start_floor: Callable[..., RouteRoster]) -
 # --- 4 ------------------------------------------------------------------------------------
 
 
-def test_web_tool_denied_with_a_reason_the_model_sees(start_floor: Callable[..., RouteRoster]) -> None:
+def test_web_tool_denied_with_a_reason_the_model_sees(
+    start_floor: Callable[..., RouteRoster],
+) -> None:
     fetch = ToolUse("WebFetch", {"url": "https://example.com/spec", "prompt": "Summarise it."})
     floor = start_floor(
         {
@@ -239,7 +243,9 @@ def test_web_tool_denied_with_a_reason_the_model_sees(start_floor: Callable[...,
 # --- 5 ------------------------------------------------------------------------------------
 
 
-def test_a_frame_with_a_wrong_secret_changes_nothing(start_floor: Callable[..., RouteRoster]) -> None:
+def test_a_frame_with_a_wrong_secret_changes_nothing(
+    start_floor: Callable[..., RouteRoster],
+) -> None:
     floor = start_floor({})
     before = floor.registry()["jim"]
     env = {
@@ -282,7 +288,9 @@ def test_killing_the_office_leaves_no_orphans(start_floor: Callable[..., RouteRo
 # --- the manager's first turn ----------------------------------------------------------
 
 
-def test_manager_gets_the_standup_as_its_first_turn(start_floor: Callable[..., RouteRoster]) -> None:
+def test_manager_gets_the_standup_as_its_first_turn(
+    start_floor: Callable[..., RouteRoster],
+) -> None:
     floor = start_floor({})
     first = floor.models["michael"].wait_for(lambda r: r.kind == "main", 30)
     assert "The office just opened" in texts_of(first)

@@ -144,7 +144,7 @@ def roster(repo: Path) -> str:
         # person's checkout) at all (tests/e2e/test_contained_desks.py); this is about the
         # office's git when a plant is there (an uncontained desk, the person's own).
         '[office]\nname = "Scranton"\nmanager = "michael"\nworktree_check_s = 0.2\n'
-        'contain = false\n\n'
+        "contain = false\n\n"
         f'[[agents]]\nid = "michael"\nname = "Michael"\n{SHELL}cwd = "{repo}"\n\n'
         f'[[agents]]\nid = "jim"\nname = "Jim"\n{SHELL}cwd = "{repo}"\n\n'
         f'[[agents]]\nid = "pam"\nname = "Pam"\n{SHELL}cwd = "{repo}"\n'

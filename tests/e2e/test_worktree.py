@@ -58,7 +58,7 @@ def roster(root: Path, repo: Path, setup: str, extra: str = "") -> str:
     # contained desk may not (tests/e2e/test_contained_desks.py has the walls).
     return (
         f'[office]\nmanager = "michael"\ncontain = false\n'
-        f'worktree_setup = {json.dumps(setup)}\n{extra}\n'
+        f"worktree_setup = {json.dumps(setup)}\n{extra}\n"
         f'[[agents]]\nid = "michael"\nname = "Michael"\n{shell}cwd = "{repo}"\n\n'
         f'[[agents]]\nid = "jim"\nname = "Jim"\n{shell}cwd = "{repo}"\n\n'
         f'[[agents]]\nid = "pam"\nname = "Pam"\n{shell}cwd = "{repo / "src"}"\n\n'

@@ -159,7 +159,9 @@ async def test_an_answered_escalation_to_the_manager_waits_no_more_and_stays_the
     await _route(office)
     answer = next(m for m in iter_inbox(paths.mailbox("michael")) if m.sender == HUMAN)
     assert answer.body.startswith("Fine.") and item.id in answer.body
-    again = await office.person.perform(ControlRequest(cmd="answer", message=item.id, text="Again."))
+    again = await office.person.perform(
+        ControlRequest(cmd="answer", message=item.id, text="Again.")
+    )
     assert not again.ok and "no message" in (again.error or "")
 
 
@@ -177,7 +179,9 @@ async def test_a_task_question_waits_and_its_answer_goes_on_the_task(paths: Hive
     assert reply.ok and task_item_id("t1", 1) in (reply.detail or "")
     [item] = office.person.waiting_for_person()
     assert item.id == task_item_id("t1", 1)
-    done = await office.person.perform(ControlRequest(cmd="answer", message=item.id, text="SQLite."))
+    done = await office.person.perform(
+        ControlRequest(cmd="answer", message=item.id, text="SQLite.")
+    )
     assert done.ok, done.error
     [t] = tasks.tasks_of(tasks.load_ledger(paths.tasks))
     assert (t.questions[0].answer, len(t.questions)) == ("SQLite.", 1)

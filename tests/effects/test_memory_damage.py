@@ -410,8 +410,10 @@ def test_the_office_writes_to_a_database_a_cli_rebuilt(running: Running) -> None
     # The CLI rebuilds it, or the office's CI-log sweep did when its first pass came
     # late (under load): either says so, the office in its log.
     wait_for(
-        lambda: "memory.db was unusable" in rebuilt.stderr
-        or "memory.db was unusable" in paths.log.read_text(),
+        lambda: (
+            "memory.db was unusable" in rebuilt.stderr
+            or "memory.db was unusable" in paths.log.read_text()
+        ),
         "the rebuild said",
     )
     write_draft(

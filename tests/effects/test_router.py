@@ -27,7 +27,9 @@ def office(tmp_path: Path) -> HivePaths:
 
 
 def make_router(paths: HivePaths, archived: frozenset[str] = frozenset()) -> Router:
-    return Router(paths, RouteRoster.from_config(load_office(paths.office_toml), archived), fsync=False)
+    return Router(
+        paths, RouteRoster.from_config(load_office(paths.office_toml), archived), fsync=False
+    )
 
 
 def inbox(paths: HivePaths, who: str) -> list[Message]:
