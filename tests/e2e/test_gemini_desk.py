@@ -447,7 +447,14 @@ def test_on_screen_the_keyed_desk_is_a_gemini_session_not_its_sign_in(
             text = "\n".join(row_text(r) for r in crop(grid, box.top, box.left, box.rows, box.cols))
             return text if "Type your message" in text else None
 
-        pane = wait_for(jim_pane, "jim's pane with Gemini's prompt", 60)
+        try:
+            pane = wait_for(jim_pane, "jim's pane with Gemini's prompt", 60)
+        except AssertionError as timed_out:
+            # It timed out once in CI (never here): say what was on the screen and what
+            # the office thought of jim.
+            raise AssertionError(
+                f"{timed_out}; jim: {floor.jim()}; the screen:\n{screen_text(tmux, 'office')}"
+            ) from None
         assert SIGN_IN not in pane and "Existing API key detected" not in pane, pane
         assert "deprecated" not in pane, pane  # no warning about the office's settings
         assert "Jim" in screen_text(tmux, "office").split("2 Jim · idle")[0]  # on the map
