@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from hive_core.agents.providers import providers
 from hive_core.config import load_office
@@ -63,15 +67,28 @@ def test_identity_is_rewritten_only_when_it_changed(tmp_path: Path) -> None:
     asyncio.run(asyncio.wait_for(main(), 60))
 
 
-async def test_a_resize_while_the_cli_starts_is_the_size_its_terminal_gets(tmp_path: Path) -> None:
+async def test_a_resize_while_the_cli_starts_is_the_size_its_terminal_gets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A client attaching while the team starts sizes the panes during the spawn's awaits
     (the office's copy of the screen takes the new size at once): the pty must too, or
     the CLI draws for a terminal the person does not see."""
     out: list[bytes] = []
-    sup = supervisor(tmp_path / "home", "M", out, "sleep 0.3; stty size; sleep 300")
+    sup = supervisor(tmp_path / "home", "M", out, "stty size; sleep 300")
+    # The spawn is held in its containment plan (on a thread) until the resize is made.
+    planning, resized = threading.Event(), threading.Event()
+    plan = sup._containment
+
+    def held(*args: Any) -> Any:
+        planning.set()
+        resized.wait(10)
+        return plan(*args)
+
+    monkeypatch.setattr(sup, "_containment", held)
     starting = asyncio.create_task(sup.start("m"))
-    await until(None, lambda: "m" in sup._starting, "the spawn under way")
+    await until(None, planning.is_set, "the spawn under way")
     sup.resize(17, 61, "m")
+    resized.set()
     assert await starting
     try:
         await until(None, lambda: b"17 61" in b"".join(out), "stty's answer")
