@@ -22,7 +22,7 @@ from hive_core.terminal.emulator import GhosttyEmulator
 from hive_tui.app import HiveApp, side_width
 from hive_tui.terminal.pane import TerminalPane
 from tests.app.conftest import ServeApp, run_app
-from tests.support import until
+from tests.support import office_of, until
 
 # Draws its terminal's size at the top left and a `>` in the last cell of the last row,
 # again on every SIGWINCH; in raw mode, with SGR mouse reports asked for, it shows the
@@ -191,12 +191,21 @@ async def test_in_process_a_hidden_pane_already_has_the_shown_ones_size(short_tm
                 [shown] = [app.pane(a) for a in AGENTS if app.pane(a).display]
                 rows, cols = shown.size.height, shown.size.width
                 for pane in (app.pane(a) for a in AGENTS if not app.pane(a).display):
-                    await until(
-                        pilot,
-                        partial(reports_in_emulator, pane, rows, cols),
-                        f"hidden {pane.agent_id} to have {rows}x{cols}, it says "
-                        f"{pane.emulator.line(0)}",
-                    )
+                    try:
+                        await until(
+                            pilot,
+                            partial(reports_in_emulator, pane, rows, cols),
+                            f"hidden {pane.agent_id} to have {rows}x{cols}",
+                        )
+                    except AssertionError as timed_out:
+                        # Timed out once in CI (never here): what each side held then.
+                        office = office_of(app)
+                        raise AssertionError(
+                            f"{timed_out}; at {size} {key or 'default'}: the pane asked for "
+                            f"{pane._pty_size}, the supervisor holds "
+                            f"{office.supervisor.sizes.get(pane.agent_id)}, the child says "
+                            f"{pane.emulator.line(0)}"
+                        ) from None
 
 
 # Waits for a key, then fills its screen with numbered rows exactly as wide as the
