@@ -123,9 +123,7 @@ def compose(
     if not watch.counts and not newly:
         return None, after
     total = sum(watch.counts.values())
-    lines = [
-        f"RouteRoster traffic since the last digest: {total} message{'s' if total != 1 else ''}."
-    ]
+    lines = [f"Floor traffic since the last digest: {total} message{'s' if total != 1 else ''}."]
     for (sender, recipient), n in sorted(watch.counts.items(), key=lambda kv: (-kv[1], kv[0])):
         lines.append(f"- {sender} -> {recipient}: {n}")
     questions = [w for w in overdue if w.act == "query"]
@@ -153,7 +151,7 @@ def compose(
 def digest_notice(manager: str, text: str) -> Message:
     """The digest as office mail; its id tells the wake path not to nudge for it."""
     notice_id = f"{new_message_id()}{QUIET_SUFFIX}"
-    return router_notice(notice_id, manager, "RouteRoster digest", text)
+    return router_notice(notice_id, manager, "Floor digest", text)
 
 
 class DigestWatch:

@@ -48,7 +48,7 @@ class Serve(ServedOffice):
         return list(iter_inbox(self.paths.mailbox(agent)))
 
     def digests(self) -> list[Message]:
-        return [m for m in self.inbox("michael") if m.subject == "RouteRoster digest"]
+        return [m for m in self.inbox("michael") if m.subject == "Floor digest"]
 
 
 def counted(digests: list[Message]) -> Counter[tuple[str, str]]:
@@ -168,7 +168,7 @@ def test_fold_and_compose_say_news_once() -> None:
 
 
 def test_the_wake_path_never_nudges_for_a_digest() -> None:
-    digest = digest_notice("michael", "RouteRoster traffic since the last digest: 1 message.")
+    digest = digest_notice("michael", "Floor traffic since the last digest: 1 message.")
     item = MailItem(id=digest.id, sender="router", act="inform", subject=digest.subject)
     idle = WakeView(id="michael", status="idle", quiet_for=60.0, manager=True, unread=(item,))
     quiet = decide_wake(idle, WakeMemory(), 100.0)

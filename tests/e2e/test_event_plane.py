@@ -33,12 +33,12 @@ pytestmark = [
 
 
 @pytest.fixture
-def start_floor(short_tmp: Path) -> Iterator[Callable[..., RouteRoster]]:
-    floors: list[RouteRoster] = []
+def start_floor(short_tmp: Path) -> Iterator[Callable[..., HeadlessOffice]]:
+    floors: list[HeadlessOffice] = []
     # Short paths: the office's sockets live under the home (AF_UNIX paths are <= 107 bytes).
     root = short_tmp
 
-    def start(scenarios: dict[str, list[Any]], *, stop_block_cap: int = 3) -> RouteRoster:
+    def start(scenarios: dict[str, list[Any]], *, stop_block_cap: int = 3) -> HeadlessOffice:
         office = make_claude_office(root, scenarios, stop_block_cap=stop_block_cap)
         proc = subprocess.Popen(
             [str(BIN / "hive-office"), "serve", "--home", str(office.home)],
@@ -46,7 +46,7 @@ def start_floor(short_tmp: Path) -> Iterator[Callable[..., RouteRoster]]:
             stdout=(root / "serve.log").open("wb"),
             stderr=subprocess.STDOUT,
         )
-        floor = RouteRoster(office, proc)
+        floor = HeadlessOffice(office, proc)
         floors.append(floor)
         wait_for(
             lambda: all(
@@ -70,7 +70,7 @@ def start_floor(short_tmp: Path) -> Iterator[Callable[..., RouteRoster]]:
         floor.close()
 
 
-class RouteRoster:
+class HeadlessOffice:
     """A ClaudeOffice served headless by a real `hive-office serve`."""
 
     def __init__(self, office: ClaudeOffice, proc: subprocess.Popen[bytes]) -> None:
@@ -101,7 +101,7 @@ def texts_of(request: RecordedRequest) -> str:
 # --- 1 ------------------------------------------------------------------------------------
 
 
-def test_session_and_turn_reach_the_registry(start_floor: Callable[..., RouteRoster]) -> None:
+def test_session_and_turn_reach_the_registry(start_floor: Callable[..., HeadlessOffice]) -> None:
     floor = start_floor({"jim": [turn(user_says("hello office"), "Hello!", delay=2.0)]})
     jim = floor.registry()["jim"]
     session_id = jim["session_id"]
@@ -120,7 +120,7 @@ def test_session_and_turn_reach_the_registry(start_floor: Callable[..., RouteRos
 
 
 def test_mail_that_arrives_mid_turn_is_drained_at_stop(
-    start_floor: Callable[..., RouteRoster],
+    start_floor: Callable[..., HeadlessOffice],
 ) -> None:
     floor = start_floor(
         {
@@ -166,7 +166,7 @@ def test_mail_that_arrives_mid_turn_is_drained_at_stop(
 # --- 3 ------------------------------------------------------------------------------------
 
 
-def test_block_cap_releases_the_agent(start_floor: Callable[..., RouteRoster]) -> None:
+def test_block_cap_releases_the_agent(start_floor: Callable[..., HeadlessOffice]) -> None:
     cap = 2
     # Each continuation takes the model a while, so mail keeps arriving during the chain.
     slow_feedback = [turn(user_says("Stop hook feedback"), "Noted.", delay=1.5) for _ in range(cap)]
@@ -214,7 +214,7 @@ def test_block_cap_releases_the_agent(start_floor: Callable[..., RouteRoster]) -
 
 
 def test_web_tool_denied_with_a_reason_the_model_sees(
-    start_floor: Callable[..., RouteRoster],
+    start_floor: Callable[..., HeadlessOffice],
 ) -> None:
     fetch = ToolUse("WebFetch", {"url": "https://example.com/spec", "prompt": "Summarise it."})
     floor = start_floor(
@@ -244,7 +244,7 @@ def test_web_tool_denied_with_a_reason_the_model_sees(
 
 
 def test_a_frame_with_a_wrong_secret_changes_nothing(
-    start_floor: Callable[..., RouteRoster],
+    start_floor: Callable[..., HeadlessOffice],
 ) -> None:
     floor = start_floor({})
     before = floor.registry()["jim"]
@@ -275,7 +275,7 @@ def test_a_frame_with_a_wrong_secret_changes_nothing(
 # --- 6 ------------------------------------------------------------------------------------
 
 
-def test_killing_the_office_leaves_no_orphans(start_floor: Callable[..., RouteRoster]) -> None:
+def test_killing_the_office_leaves_no_orphans(start_floor: Callable[..., HeadlessOffice]) -> None:
     floor = start_floor({})
     pids = floor.agent_pids()
     registered = {floor.registry()[a]["pid"] for a in AGENTS}
@@ -289,7 +289,7 @@ def test_killing_the_office_leaves_no_orphans(start_floor: Callable[..., RouteRo
 
 
 def test_manager_gets_the_standup_as_its_first_turn(
-    start_floor: Callable[..., RouteRoster],
+    start_floor: Callable[..., HeadlessOffice],
 ) -> None:
     floor = start_floor({})
     first = floor.models["michael"].wait_for(lambda r: r.kind == "main", 30)

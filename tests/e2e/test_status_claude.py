@@ -26,7 +26,7 @@ pytestmark = [
 ]
 
 
-class RouteRoster:
+class HeadlessOffice:
     def __init__(self, office: ClaudeOffice, proc: subprocess.Popen[bytes]) -> None:
         self.office = office
         self.proc = proc
@@ -49,14 +49,14 @@ class RouteRoster:
 
 
 @pytest.fixture
-def start_floor(short_tmp: Path) -> Iterator[Callable[..., RouteRoster]]:
-    floors: list[RouteRoster] = []
+def start_floor(short_tmp: Path) -> Iterator[Callable[..., HeadlessOffice]]:
+    floors: list[HeadlessOffice] = []
     # Short paths: the office's sockets live under the home (AF_UNIX paths are <= 107 bytes).
     root = short_tmp
 
     def start(
         scenarios: dict[str, Sequence[Turn]], *, stop_block_cap: int = 3, stall_after_s: float = 300
-    ) -> RouteRoster:
+    ) -> HeadlessOffice:
         office = make_claude_office(root, scenarios, stop_block_cap=stop_block_cap)
         toml = office.home / "office.toml"
         toml.write_text(
@@ -68,7 +68,7 @@ def start_floor(short_tmp: Path) -> Iterator[Callable[..., RouteRoster]]:
             stdout=(root / "serve.log").open("wb"),
             stderr=subprocess.STDOUT,
         )
-        floor = RouteRoster(office, proc)
+        floor = HeadlessOffice(office, proc)
         floors.append(floor)
         wait_for(
             lambda: all(floor.entry(a).get("state") in ("idle", "idle_unread") for a in AGENTS),
@@ -89,7 +89,7 @@ def start_floor(short_tmp: Path) -> Iterator[Callable[..., RouteRoster]]:
 
 
 def test_mail_released_at_the_cap_is_told_once_and_explained(
-    start_floor: Callable[..., RouteRoster],
+    start_floor: Callable[..., HeadlessOffice],
 ) -> None:
     cap = 2
     slow_feedback = [turn(user_says("Stop hook feedback"), "Noted.", delay=1.5) for _ in range(cap)]
@@ -149,7 +149,7 @@ def test_mail_released_at_the_cap_is_told_once_and_explained(
 
 
 def test_a_429_from_the_api_shows_rate_limited_until_a_turn_works(
-    start_floor: Callable[..., RouteRoster],
+    start_floor: Callable[..., HeadlessOffice],
 ) -> None:
     floor = start_floor({"jim": [api_error(user_says("summarise the repo"))]})
     floor.type("jim", "summarise the repo")
@@ -164,7 +164,7 @@ def test_a_429_from_the_api_shows_rate_limited_until_a_turn_works(
     assert any("turn failed: rate_limit" in e["detail"] for e in floor.office.log("jim"))
 
 
-def test_a_turn_that_goes_silent_shows_stalled(start_floor: Callable[..., RouteRoster]) -> None:
+def test_a_turn_that_goes_silent_shows_stalled(start_floor: Callable[..., HeadlessOffice]) -> None:
     floor = start_floor(
         {"jim": [turn(user_says("long job"), "Done.", delay=6.0)]}, stall_after_s=1.5
     )
@@ -185,7 +185,7 @@ def test_a_turn_that_goes_silent_shows_stalled(start_floor: Callable[..., RouteR
 
 
 def test_a_cli_retrying_after_a_429_shows_rate_limited_from_what_it_prints(
-    start_floor: Callable[..., RouteRoster],
+    start_floor: Callable[..., HeadlessOffice],
 ) -> None:
     # The CLI waits out `retry-after` and says so in its pane; its retry gets an answer.
     floor = start_floor({"jim": [api_error(user_says("summarise"), ApiError(retry_after=15))]})
