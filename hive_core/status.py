@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import re
 import time
+from collections import Counter
+from collections.abc import Iterable
 
 import msgspec
 
@@ -116,7 +118,7 @@ class Signals(msgspec.Struct, frozen=True, kw_only=True):
     manager_told: bool = False  # someone was told of the released mail
     wake: WakeSeen = WakeSeen()
     failure: Failure | None = None  # cleared when a turn starts
-    limit_text: str | None = None  # limit text in the pane's output after the last hook
+    limit_text: str | None = None  # limit text the pane drew since the last hook event
     sign_in: bool = False  # the pane's output after the last hook ends on its CLI's sign-in
     stall_after_s: float = 300.0
     link: LinkDown | None = None  # a remote desk's dropped ssh link
@@ -382,11 +384,6 @@ def _last_event(s: Signals) -> str:
     return f"last hook {s.event} at {clock(s.event_at)}"
 
 
-def _plain(tail: bytes) -> str:
-    screen = tail.decode("utf-8", "replace")
-    return " ".join(stripped(screen, lines=False, sequences=True, by=" ").split())
-
-
 def sign_in_drawn(output: bytes) -> bool | None:
     """Whether a pane's `output` last drew its CLI's sign-in (True) or the input line
     that follows once it is answered (False); None: neither."""
@@ -397,17 +394,36 @@ def sign_in_drawn(output: bytes) -> bool | None:
     return bool(sign_in) and (not ready or sign_in[-1] > ready[-1])
 
 
-def limit_text(tail: bytes) -> str | None:
-    """The last report of a rate or usage limit in `tail` (a pane's output since its
-    last hook event) and what follows it, as plain text; None if there is none."""
-    plain = _plain(tail)
-    found = None
-    for match in LIMIT_TEXT.finditer(plain):
-        found = match
-    if found is None:
-        return None
-    text = plain[found.start() : found.end() + 100]
-    # A retry line ends at its attempt count; whatever the screen shows next is not it.
-    if (attempt := _ATTEMPT.search(text)) is not None:
-        text = text[: attempt.end()]
-    return _COUNTDOWN.sub(r"\1 ", text).strip()
+def limit_texts(screen: Iterable[str]) -> list[str]:
+    """Each report of a rate or usage limit on a pane's screen (its lines as drawn, top
+    to bottom), one per line that has one, as plain text with the countdown left out.
+
+    Read from the screen, not the bytes the CLI wrote: Claude Code redraws only the cells
+    that changed, so the bytes of a retry line lack whatever letters the spinner's word
+    before it had in the same columns ("Accomplishing" leaves "PI error")."""
+    found: list[str] = []
+    for line in screen:
+        plain = " ".join(stripped(line, lines=False, by=" ").split())
+        last = None
+        for match in LIMIT_TEXT.finditer(plain):
+            last = match
+        if last is None:
+            continue
+        text = plain[last.start() : last.end() + 100]
+        # A retry line ends at its attempt count; whatever the row shows next is not it.
+        if (attempt := _ATTEMPT.search(text)) is not None:
+            text = text[: attempt.end()]
+        found.append(_COUNTDOWN.sub(r"\1 ", text).strip())
+    return found
+
+
+def new_limit_text(screen: list[str], before: Iterable[str]) -> str | None:
+    """The lowest limit text on `screen` (limit_texts) that the screen did not already
+    show at the agent's last hook event (`before`: limit_texts then): what the CLI has
+    printed since is current, an old report still on screen is not."""
+    left = Counter(screen)
+    left.subtract(before)
+    for text in reversed(screen):
+        if left[text] > 0:
+            return text
+    return None

@@ -40,6 +40,10 @@ class PaneGrids:
         if replies := screen.take_replies():
             self._supervisor.write(agent_id, replies)
 
+    def screen_text(self, agent_id: str) -> list[str]:
+        """The agent's screen as text lines (what the office's status reads limits from)."""
+        return self.screen(agent_id).screen_text()
+
     def snapshot(self, agent_id: str) -> tuple[int, int, bytes]:
         """(rows, cols, the snapshot) of the agent's terminal now."""
         screen = self.screen(agent_id)

@@ -3,8 +3,9 @@ signals, decide, and publish the result through AgentStates when it changes.
 
 It is decided again when an agent's state changes (a hook event, an exit, the person's
 pause), and on a slow timer for what changes with time alone (a stall, a limit the CLI
-printed). It also keeps the one signal nobody else keeps: each pane's output since its
-last hook event, where a CLI prints a rate or usage limit while it retries.
+printed). It also keeps what nobody else keeps: each pane's limit reports as its screen
+showed them at its last hook event, so a rate or usage limit drawn since (a CLI that
+retries) is told from one left over on screen.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Mapping
+from typing import Protocol
 
 from hive_core.agents.provider import Provider
 from hive_core.desks.state import AgentState, AgentStates
@@ -24,7 +26,8 @@ from hive_core.status import (
     Signals,
     WakeSeen,
     explain,
-    limit_text,
+    limit_texts,
+    new_limit_text,
     sign_in_drawn,
 )
 from hive_core.team.wake import Watchdog, wake_seen
@@ -33,8 +36,12 @@ from hive_core.text import one_line
 # Time alone turns a working agent into a stalled one: looked at this often. One pass
 # over 20 agents costs well under a millisecond.
 STATUS_TICK_S = 2.0
-# A pane's output kept since its last hook event: enough for a limit line or two.
-TAIL_BYTES = 4096
+
+
+class Screens(Protocol):
+    def screen_text(self, agent_id: str) -> list[str]:
+        """The agent's screen as the office keeps it, as text lines (clients/grids.py)."""
+        ...
 
 
 class StatusKeeper:
@@ -45,6 +52,7 @@ class StatusKeeper:
         providers: Mapping[str, Provider],
         inboxes: UnreadIndex,
         watchdog: Watchdog,
+        screens: Screens,
         *,
         stall_after_s: float,
         cap_told: Callable[[str], frozenset[str]],
@@ -64,11 +72,15 @@ class StatusKeeper:
         self.command = command
         # The last failure logged per agent, so a lasting one is logged once.
         self.faults: dict[str, str] = {}
-        self.tails: dict[str, bytearray] = {}
+        self.screens = screens
+        # The end of each pane's output, where a sign-in split across two chunks starts.
+        self.tails: dict[str, bytes] = {}
         self.output_at: dict[str, float] = {}
         self.started_at: dict[str, tuple[int, float]] = {}
-        # The tail's limit text as last read, None once the tail changed.
+        # The limit text as last read from the screen; gone once the pane prints again.
         self._limit: dict[str, str | None] = {}
+        # The limit reports each screen showed at the agent's last hook event.
+        self._limits_before: dict[str, list[str]] = {}
         # Whether the pane last drew its CLI's sign-in since the last hook event.
         self._sign_ins: dict[str, bool] = {}
         supervisor.sinks.append(self.output)
@@ -76,18 +88,17 @@ class StatusKeeper:
     def output(self, agent_id: str, data: bytes) -> None:
         """A pane printed (the supervisor's sink): once per chunk, so only bookkeeping."""
         self.output_at[agent_id] = time.time()
-        tail = self.tails.setdefault(agent_id, bytearray())
-        drawn = sign_in_drawn(bytes(tail[-SIGN_IN_OVERLAP:]) + data)
+        seen = self.tails.get(agent_id, b"") + data
+        drawn = sign_in_drawn(seen)
         if drawn is not None:
             self._sign_ins[agent_id] = drawn
-        tail += data
-        if len(tail) > TAIL_BYTES:
-            del tail[:-TAIL_BYTES]
+        self.tails[agent_id] = seen[-SIGN_IN_OVERLAP:]
         self._limit.pop(agent_id, None)
 
     def hook_event(self, agent_id: str) -> None:
-        """What the pane printed before a hook event is older than what the hooks say."""
+        """What the pane drew before a hook event is older than what the hooks say."""
         self.tails.pop(agent_id, None)
+        self._limits_before[agent_id] = limit_texts(self.screens.screen_text(agent_id))
         self._limit[agent_id] = None
         self._sign_ins[agent_id] = False
         self.refresh(agent_id)
@@ -163,8 +174,10 @@ class StatusKeeper:
     def _limit_text(self, agent_id: str) -> str | None:
         if agent_id in self._limit:
             return self._limit[agent_id]
-        tail = self.tails.get(agent_id)
-        found = limit_text(bytes(tail)) if tail else None
+        found = new_limit_text(
+            limit_texts(self.screens.screen_text(agent_id)),
+            self._limits_before.get(agent_id, ()),
+        )
         self._limit[agent_id] = found
         return found
 

@@ -194,12 +194,16 @@ class Office:
             report=health.set,
         )
         self.registry = RegistryPublisher(paths, config, states, self.committer)
+        # The office keeps every pane's screen: for the app (issue 11), and for the status,
+        # which reads what a CLI draws.
+        self.grids = PaneGrids(self.supervisor)
         self.status = StatusKeeper(
             states,
             self.supervisor,
             self.providers,
             self.plane.inboxes,
             self.watchdog,
+            self.grids,
             stall_after_s=config.office.stall_after_s,
             cap_told=lambda agent_id: self._cap_told.get(agent_id, frozenset()),
             log=self._agent_log,
@@ -263,8 +267,7 @@ class Office:
         # A permission prompt left open is told to the manager once (escalations.py).
         self.prompts = PromptTeller(config, self.routes.post)
         states.listeners.append(self.prompts.changed)
-        # The app attaches here (issue 11); the office keeps every pane's screen for it.
-        self.grids = PaneGrids(self.supervisor)
+        # The app attaches here (issue 11).
         self.clients = ClientServer(
             paths.client_socket,
             paths.clients_file,

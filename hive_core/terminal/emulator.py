@@ -137,6 +137,10 @@ class Emulator(Protocol):
         copy mode searches, read in one call."""
         ...
 
+    def screen_text(self) -> list[str]:
+        """The screen as plain text lines, soft-wrapped rows joined."""
+        ...
+
     @property
     def title(self) -> str: ...
     def snapshot(self) -> bytes:
@@ -556,21 +560,32 @@ class GhosttyEmulator:
     def history_text(self) -> list[str]:
         # The library's own formatter: ~1 ms per thousand rows, where `history_line` reads
         # a row cell by cell (~0.3 ms a row).
-        rows, cols = self.history_size, self.size[1]
+        rows = self.history_size
         if rows == 0:
             return []
+        text = self._plain(lib.GHOSTTY_POINT_TAG_HISTORY, rows, unwrap=False).split("\n")
+        return text + [""] * (rows - len(text))  # trimmed: blank rows at the end are gone
+
+    def screen_text(self) -> list[str]:
+        """The screen's text as lines, top to bottom: a row that soft-wraps is joined to
+        the next (one line as the child wrote it), trailing blanks dropped."""
+        return self._plain(lib.GHOSTTY_POINT_TAG_ACTIVE, self.size[0], unwrap=True).split("\n")
+
+    def _plain(self, tag: int, rows: int, *, unwrap: bool) -> str:
+        """Rows 0 to `rows` - 1 of the area `tag` names, as plain text."""
+        cols = self.size[1]
         point = ffi.new("GhosttyPointS*")
-        point.tag = lib.GHOSTTY_POINT_TAG_HISTORY
+        point.tag = tag
         selection = ffi.new("GhosttySelection*")
         selection.size = ffi.sizeof("GhosttySelection")
         for end, (x, y) in (("start", (0, 0)), ("end", (cols - 1, rows - 1))):
             point.value.x, point.value.y = x, y
-            _check(self._grid_ref(self._t, point[0], self._ref), f"grid_ref history {x},{y}")
+            _check(self._grid_ref(self._t, point[0], self._ref), f"grid_ref {tag} {x},{y}")
             setattr(selection, end, self._ref[0])
         options = ffi.new("GhosttyTerminalSelectionFormatOptions*")
         options.size = ffi.sizeof("GhosttyTerminalSelectionFormatOptions")
         options.emit = lib.GHOSTTY_FORMATTER_FORMAT_PLAIN
-        options.unwrap = False  # one line per row
+        options.unwrap = unwrap
         options.trim = True
         options.selection = selection
         n = ffi.new("size_t*")
@@ -580,8 +595,7 @@ class GhosttyEmulator:
             lib.ghostty_terminal_selection_format_buf(self._t, options[0], buf, len(buf), n),
             "selection_format",
         )
-        text = ffi.buffer(buf, n[0])[:].decode(errors="replace").split("\n")
-        return text + [""] * (rows - len(text))  # trimmed: blank rows at the end are gone
+        return ffi.buffer(buf, n[0])[:].decode(errors="replace")
 
     def _runs(self, raw: list[int], style_at: Any, grapheme_at: Any) -> list[Run]:
         runs: list[Run] = []

@@ -14,7 +14,7 @@ from hive_core.clients.notify import desktop
 from hive_core.marks import caution
 from hive_core.routing.rules import clean_line, clean_text, display_name
 from hive_core.schema import MailItem
-from hive_core.status import limit_text
+from hive_core.status import limit_texts
 from hive_core.team.wake import nudge_text
 from hive_core.text import one_line, shown, stripped
 
@@ -41,7 +41,7 @@ LINE: dict[str, Callable[[str], str]] = {
     "one_line(limit)": lambda t: one_line(t, 500),
     "routing clean_line": clean_line,
     "routing display_name": display_name,
-    "status limit_text": lambda t: limit_text(f"API Error: 429 {t}".encode()) or "",
+    "status limit_texts": lambda t: "".join(limit_texts([f"API Error: 429 {t}"])),
     "marks caution": lambda t: caution(None, t) or "",
     "notify desktop": lambda t: desktop(t)[0].removeprefix("\x1b]9;").removesuffix("\x07"),
     "wake nudge": lambda t: nudge_text([MailItem(id="m", sender=t, act="inform", subject="")]),

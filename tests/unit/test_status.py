@@ -25,10 +25,12 @@ from hive_core.status import (
     WakeSeen,
     clock,
     explain,
-    limit_text,
+    limit_texts,
+    new_limit_text,
     sign_in_drawn,
 )
 from hive_core.team.wake import MAX_SENDS, PRINTING, WakeMemory, WakeView, Watchdog, wake_seen
+from hive_core.terminal.emulator import GhosttyEmulator
 from tests.conftest import Running
 
 T0 = 1_780_000_000.0  # a fixed wall-clock start for every sequence
@@ -163,27 +165,70 @@ def test_a_sign_in_drawn_after_the_session_started_waits_for_the_person() -> Non
     assert sign_in_drawn(b"\x1b[?25l\x1b[1G") is None
 
 
-def test_limit_text_printed_after_the_last_hook_is_rate_limited() -> None:
-    tail = (
-        b'\x1b[2K\x1b[31m  \xe2\x8e\xbf  API Error (429 {"type":"error"}) \xc2\xb7 '
-        b"Retrying in 8 seconds\xe2\x80\xa6 (attempt 2/10)\x1b[0m\r\n"
-    )
-    text = limit_text(tail)
-    assert text is not None and "API Error (429" in text and "\x1b" not in text
+def test_a_limit_report_on_screen_is_rate_limited() -> None:
+    screen = [
+        "❯ summarise",
+        "",
+        '  ⎿  API Error (429 {"type":"error"}) · Retrying in 8 seconds… (attempt 2/10)',
+    ]
+    [text] = limit_texts(screen)
+    assert text.startswith("API Error (429") and text.endswith("(attempt 2/10")
     shown = explain(running(status="working", limit_text=text, output_at=T0 + 20), T0 + 21)
     assert (
         shown.kind == "rate_limited" and "its CLI waits to try again: API Error (429" in shown.why
     )
-    # Claude Code 2.1's line under its spinner; the countdown is left out.
-    retry = b"\x1b[31m\xe2\x9c\xbb API error\x1b[2m \xc2\xb7 Retrying in 15s \xc2\xb7 attempt 1/10"
-    assert limit_text(retry) == "API error · Retrying · attempt 1/10"
-    assert limit_text(retry.replace(b"15s", b"9s")) == limit_text(retry)
-    assert limit_text(retry + b"\x1b[0m 4 \xe2\x94\x80\xe2\x94\x80") == limit_text(retry)
-    assert limit_text(b"Claude AI usage limit reached|1767225600") is not None
-    assert limit_text(b"5-hour limit reached \xe2\x88\x99 resets 3pm") is not None
+    # Claude Code 2.1's line under its spinner; the countdown is left out, and what the
+    # row shows after the attempt count is not part of it.
+    retry = "✻ API error · Retrying in 15s · attempt 1/10"
+    assert limit_texts([retry]) == ["API error · Retrying · attempt 1/10"]
+    assert limit_texts([retry.replace("15s", "9s")]) == limit_texts([retry])
+    assert limit_texts([retry + "   4 ──"]) == limit_texts([retry])
+    assert limit_texts(["Claude AI usage limit reached|1767225600"]) != []
+    assert limit_texts(["5-hour limit reached ∙ resets 3pm"]) != []
     # A model talking about limits, or nothing at all, is not a limit.
-    assert limit_text(b"I will add a rate limiter to the API client.") is None
-    assert limit_text(b"") is None
+    assert limit_texts(["I will add a rate limiter to the API client.", ""]) == []
+
+
+def _redrawn(old: str, new: str) -> bytes:
+    """The bytes that turn row 1's `old` into `new` as Claude Code writes them: only the
+    cells that differ, the cursor moved (CHA) over the ones that stay (it compares the
+    cells' colours too; here every cell has the default ones)."""
+    out, skipped = "\x1b[1;1H", False
+    for col, char in enumerate(new.ljust(len(old))):
+        if col < len(old) and old[col] == char:
+            skipped = True
+            continue
+        out += f"\x1b[{col + 1}G{char}" if skipped else char
+        skipped = False
+    return out.encode()
+
+
+def test_a_retry_line_drawn_over_cells_it_shares_is_read_whole_from_the_screen() -> None:
+    screen = GhosttyEmulator(4, 60)
+    spinner = "✢ Accomplishing… (12s · ↓ 3 tokens)"
+    retry = "✻ API error · Retrying in 15s · attempt 1/10"
+    screen.feed(f"\x1b[1;1H{spinner}".encode())
+    frame = _redrawn(spinner, retry)
+    # The "A" stays where the spinner's word had one: what the CLI wrote says "PI error".
+    assert b"API error" not in frame and b"PI error" in frame
+    screen.feed(frame)
+    assert limit_texts(screen.screen_text()) == ["API error · Retrying · attempt 1/10"]
+
+
+def test_only_a_limit_drawn_since_the_last_hook_event_counts() -> None:
+    old = "API Error: 429 slow down"
+    retry = "✻ API error · Retrying in 15s · attempt 1/10"
+    # A report the screen already showed at the hook event is over: that turn ended.
+    assert new_limit_text(limit_texts([old, "❯ go on"]), limit_texts([old])) is None
+    # One drawn since is current, the lowest when there are several.
+    now = limit_texts([old, "❯ go on", retry])
+    assert new_limit_text(now, limit_texts([old])) == "API error · Retrying · attempt 1/10"
+    # The same report again is a new one: the screen shows it twice now.
+    assert new_limit_text(limit_texts([old, old]), limit_texts([old])) == old
+    # No hook event yet: everything on screen is new.
+    assert new_limit_text(limit_texts([old]), []) == old
+    # The retry line redrawn with its countdown down is the same report, not a new one.
+    assert new_limit_text(limit_texts([retry.replace("15s", "3s")]), limit_texts([retry])) is None
 
 
 # --- unread mail and why it is not being read -------------------------------------------

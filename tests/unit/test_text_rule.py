@@ -15,7 +15,7 @@ from hive_core import render
 from hive_core.remote.plan import tail_reason
 from hive_core.routing.rules import clean_line, clean_text
 from hive_core.schema import LogEvent, Message
-from hive_core.status import limit_text
+from hive_core.status import limit_texts
 from hive_core.text import shown, stripped
 
 BIDI_CONTROLS = [*range(0x202A, 0x202F), *range(0x2066, 0x206A)]
@@ -84,8 +84,8 @@ def test_routed_text_ssh_words_and_limit_text_use_the_same_rule() -> None:
     # ssh's line at the end of a remote desk's output, escape codes and all.
     tail = b"$ \x1b[0mConnection to box closed by remote host.\x1b[K\r\n"
     assert tail_reason(tail) == "Connection to box closed by remote host."
-    screen = b"\x1b[31mAPI Error: 429\x1b[0m \xe2\x80\xaeslow\xc2\x9b down"
-    assert limit_text(screen) == "API Error: 429 slow down"
+    # A pane's screen line: the emulator took the escape codes, the characters are left.
+    assert limit_texts(["API Error: 429 \u202eslow\x9b down"]) == ["API Error: 429 slow down"]
 
 
 def test_a_memory_hits_file_name_is_shown_not_obeyed() -> None:
