@@ -252,7 +252,9 @@ class Tmux:
         # remain-on-exit: an app that fails leaves its last screen (a traceback) to report.
         conf.write_text("set -g default-terminal tmux-256color\nset -g remain-on-exit on\n")
         self.base = ["tmux", "-S", str(root / "tmux.sock"), "-f", str(conf)]
-        self.env = env
+        # pytest-xdist's workers export COLUMNS=80 LINES=24, and a program reads those
+        # over its tty's size (Rich, curses): the app in a 160x48 window drew 80x24.
+        self.env = {k: v for k, v in env.items() if k not in ("COLUMNS", "LINES")}
 
     def __call__(self, *args: str) -> str:
         return subprocess.run(
