@@ -27,9 +27,19 @@ def test_login_runs_a_command_and_drop_cuts_the_connection(short_tmp: Path) -> N
              "-N", "-R", f"{remote}:{local}", host.alias],
             stderr=subprocess.PIPE,
         )  # fmt: skip
-        wait_for(remote.exists, "the forwarded socket on the remote side")
-        client = socket.socket(socket.AF_UNIX)
-        client.connect(str(remote))
+
+        def connected() -> socket.socket | None:
+            # sshd binds the socket (the file appears) before it listens: a connect in
+            # between is refused (once in CI), so the wait is for a connection.
+            client = socket.socket(socket.AF_UNIX)
+            try:
+                client.connect(str(remote))
+            except (FileNotFoundError, ConnectionRefusedError):
+                client.close()
+                return None
+            return client
+
+        client = wait_for(connected, "a connection to the forwarded socket on the remote side")
         client.sendall(b"ping")
         conn, _ = server.accept()
         assert conn.recv(4) == b"ping"
