@@ -497,6 +497,14 @@ def texts_stored_under_17(n: int) -> list[str]:
 
 def test_gc_packs_loose_objects_between_commits(repo: Path) -> None:
     committer = Committer(repo, interval=0.05, gc_every=0.2)
+
+    def packed_under_threshold() -> bool:
+        counts = dict(line.split(": ") for line in git(repo, "count-objects", "-v").splitlines())
+        under_17 = repo / ".git" / "objects" / "17"
+        loose_17 = len(list(under_17.iterdir())) if under_17.is_dir() else 0
+        # git's own estimate: gc --auto runs when objects/17 holds more than this.
+        return int(counts["packs"]) > 0 and loose_17 <= -(-GC_LOOSE_OBJECTS // 256)
+
     # More in objects/17 than GC_LOOSE_OBJECTS / 256: gc --auto finds too many loose.
     texts = texts_stored_under_17(GC_LOOSE_OBJECTS // 256 + 2)
 
@@ -504,8 +512,11 @@ def test_gc_packs_loose_objects_between_commits(repo: Path) -> None:
         for i, text in enumerate(texts):
             committer.touch(write(repo, f"agents/jim/inbox/m{i:04}.json", text))
             await until(None, lambda: not committer.pending, "the committer to catch up")
-        # Commits go on while gc runs between them; gc packs what it finds loose.
-        await until(None, lambda: loose_objects(repo) == 0, "no loose objects", 60)
+        # Commits go on while gc runs between them; gc packs what it finds loose. Not
+        # "no loose objects": a tree or commit of this run may land in objects/17 too,
+        # so gc can run before the last commit, whose objects then stay loose under the
+        # threshold (once in CI). Packed, and under gc --auto's threshold, is the promise.
+        await until(None, packed_under_threshold, "gc to pack the loose objects", 60)
         committer.touch(write(repo, "board.md", "after gc"))
         await until(None, lambda: not committer.pending, "the committer to catch up")
 
