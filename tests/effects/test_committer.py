@@ -477,9 +477,14 @@ def test_run_starts_with_a_sweep_and_stops_with_a_full_commit(
 # --- gc ---------------------------------------------------------------------------
 
 
+def count_objects(repo: Path) -> dict[str, int]:
+    """`git count-objects -v`: loose objects (`count`), `packs`, sizes."""
+    lines = git(repo, "count-objects", "-v").splitlines()
+    return {name: int(value) for name, value in (line.split(": ") for line in lines)}
+
+
 def loose_objects(repo: Path) -> int:
-    counts = dict(line.split(": ") for line in git(repo, "count-objects", "-v").splitlines())
-    return int(counts["count"])
+    return count_objects(repo)["count"]
 
 
 def texts_stored_under_17(n: int) -> list[str]:
@@ -499,11 +504,10 @@ def test_gc_packs_loose_objects_between_commits(repo: Path) -> None:
     committer = Committer(repo, interval=0.05, gc_every=0.2)
 
     def packed_under_threshold() -> bool:
-        counts = dict(line.split(": ") for line in git(repo, "count-objects", "-v").splitlines())
         under_17 = repo / ".git" / "objects" / "17"
         loose_17 = len(list(under_17.iterdir())) if under_17.is_dir() else 0
         # git's own estimate: gc --auto runs when objects/17 holds more than this.
-        return int(counts["packs"]) > 0 and loose_17 <= -(-GC_LOOSE_OBJECTS // 256)
+        return count_objects(repo)["packs"] > 0 and loose_17 <= -(-GC_LOOSE_OBJECTS // 256)
 
     # More in objects/17 than GC_LOOSE_OBJECTS / 256: gc --auto finds too many loose.
     texts = texts_stored_under_17(GC_LOOSE_OBJECTS // 256 + 2)
