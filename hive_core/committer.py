@@ -25,6 +25,7 @@ import pygit2
 from hive_core import gitsafe
 from hive_core.errors import OfficeError
 from hive_core.fsio import TEMP_PREFIX, UnsafeFile, atomic_write, open_regular
+from hive_core.pace import no_pace
 from hive_core.paths import HivePaths
 from hive_core.text import stripped
 
@@ -522,10 +523,12 @@ class Committer:
         on_problem: Callable[[str], None] | None = None,
         on_ok: Callable[[], None] | None = None,
         gc_every: float | None = GC_EVERY,
+        give_way: Callable[[], None] = no_pace,
     ) -> None:
         """`before_commit` runs on run()'s loop before each commit (the office rotates its
         log there); `on_problem(detail)` is called once per new reason commits fail and
-        `on_ok()` when they work again, both on run()'s loop; `gc_every` None: no gc."""
+        `on_ok()` when they work again, both on run()'s loop; `gc_every` None: no gc;
+        `give_way` is called between two paths staged (pace.py)."""
         self._root = repo_path.absolute()
         self._root_str = os.path.normpath(self._root)
         self._repo, self._index = _load_index(_open(self._root))
@@ -537,6 +540,7 @@ class Committer:
         self.on_problem = on_problem
         self.on_ok = on_ok
         self.gc_every = gc_every
+        self._give_way = give_way
         self._problem: str | None = None
         # Guards the pending state below; held only for set/list operations.
         self._state = threading.Lock()
@@ -642,6 +646,7 @@ class Committer:
             self._stage_folder(index, "")
         else:
             for rel in sorted(paths):
+                self._give_way()
                 self._stage(index, rel)
         signature = pygit2.Signature(*self._author)
         made = _commit_index(

@@ -222,7 +222,10 @@ class ClientServer:
         problems: Callable[[], list[Problem]],
         costs: Callable[[], tuple[dict[str, Sum], dict[str, Sum]]],
         log: Callable[[str], None],
+        typed: Callable[[], None] = lambda: None,
     ) -> None:
+        """`typed`: told of each key a client sends a pane (the office's bulk work then
+        gives way, pace.py)."""
         self.path = path
         self._clients_file = clients_file
         self._states = states
@@ -233,6 +236,7 @@ class ClientServer:
         self._problems = problems
         self._costs = costs
         self._log = log
+        self._typed = typed
         self._listening = listen.Listening(
             path, lambda: listen.listen_protocol(path, lambda: _Client(self))
         )
@@ -333,6 +337,7 @@ class ClientServer:
         match message:
             case Input(agent=agent, data=data):
                 if agent in self._states:
+                    self._typed()
                     self._supervisor.write(agent, data)
             case Typed(agent=agent):
                 if agent in self._states:

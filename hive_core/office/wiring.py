@@ -51,6 +51,7 @@ from hive_core.office.registry import RegistryPublisher
 from hive_core.office.routes import RouteDriver
 from hive_core.office.semantic import SemanticMemory
 from hive_core.office.verbs import Program, Verbs
+from hive_core.pace import Pace
 from hive_core.paths import HivePaths
 from hive_core.remote.relay import Relay
 from hive_core.routing.router import Router, RouteStats
@@ -118,17 +119,22 @@ class Office:
         # Per agent, the mail released at the Stop drain's cap that someone was told of.
         self._cap_told: dict[str, frozenset[str]] = {}
         self.health = health = HealthBoard(paths.health_file, on_change=self._health_changed)
+        # The person's keys come first: routing, commits and indexing give way to them.
+        self.pace = Pace()
         self.log_rotation = LogRotation(paths, report=partial(health.set, "log"))
         self.committer = Committer(
             paths.hive,
             on_problem=partial(health.report, COMMIT_COMPONENT),
             on_ok=partial(health.clear, COMMIT_COMPONENT),
+            give_way=self.pace.give_way,
         )
         self.committer.before_commit = self._rotate_log
         previous = read_registry(paths)
         known = {e.id: e for e in previous.agents} if previous else {}
         archived = frozenset(i for i, e in known.items() if e.status == "archived")
-        self.router = Router(paths, RouteRoster.from_config(config, archived))
+        self.router = Router(
+            paths, RouteRoster.from_config(config, archived), give_way=self.pace.give_way
+        )
         self.states = states = AgentStates(
             AgentState(
                 spec=spec,
@@ -155,6 +161,7 @@ class Office:
             use_cli=config.office.memory_tidy == "cli",
             log=self._agent_log,
             retention=Retention.of(config.office),
+            give_way=self.pace.give_way,
         )
         self.watchdog = Watchdog(
             self._wake_views,
@@ -279,6 +286,7 @@ class Office:
             problems=lambda: health.problems,
             costs=lambda: (self.cost.agents, self.cost.tasks),
             log=lambda line: print(f"hive-office: {line}", file=sys.stderr, flush=True),
+            typed=self.pace.typed,
         )
         self.supervisor.sinks.append(self.clients.output)
         self.listeners.agent.append(self.clients.agent_changed)

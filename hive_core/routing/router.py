@@ -74,6 +74,7 @@ from hive_core.fsio import (
 from hive_core.hive import mailbox_folders
 from hive_core.ids import is_message_id, new_message_id, utc_now_iso
 from hive_core.mail import find_message
+from hive_core.pace import no_pace
 from hive_core.paths import HivePaths
 from hive_core.routing.rules import (
     QUARANTINE_HASH_MAX,
@@ -250,11 +251,14 @@ class Router:
         *,
         on_change: Callable[[RouteStats], None] | None = None,
         fsync: bool = True,
+        give_way: Callable[[], None] = no_pace,
     ) -> None:
         self.paths = paths
         self.roster = roster
         self.fsync = fsync
         self.on_change = on_change
+        # Called between two files' work: a burst gives way to the person's keys (pace.py).
+        self.give_way = give_way
         # Files that failed to parse while young: retried after WRITE_GRACE_S.
         self.deferred: set[Path] = set()
         # Why routing is paused (a full disk), or None while it works.
@@ -454,6 +458,7 @@ class Router:
             self._office_log(clean_line(detail), stats)
 
     def _claim(self, who: str, path: Path, stats: RouteStats) -> _Work | None:
+        self.give_way()
         try:
             ready, read = self._ready(path)
         except FileNotFoundError:
@@ -537,6 +542,7 @@ class Router:
     def _prepare(self, work: _Work) -> None:
         """Decide the outcome and write its files. Whatever goes wrong with this one file
         quarantines it with the reason; only the disk's own errors stop the batch."""
+        self.give_way()
         try:
             work.outcome = self._read_and_plan(work)
             self._write_temp_files(work)
@@ -558,6 +564,7 @@ class Router:
     ) -> bool:
         """Run one file's step; if it fails for a reason of its own, keep its claim for the
         next sweep (what it placed is idempotent) and let the batch go on."""
+        self.give_way()
         try:
             step(work, stats)
             return True
