@@ -179,6 +179,8 @@ class LocalLink:
             self._events.mail_routed(stats.routes, stats.inboxes)
 
     def write(self, agent_id: str, data: bytes) -> None:
+        # The person's key: the office's bulk work gives way (as for a client's Input).
+        self.office.pace.typed()
         self.office.supervisor.write(agent_id, data)
 
     def typed(self, agent_id: str) -> None:

@@ -279,6 +279,23 @@ async def test_q_lets_go_of_an_in_process_office_before_stopping_it(short_tmp: P
         assert link._agent_changed not in link.office.listeners.agent
 
 
+async def test_keys_typed_into_an_in_process_office_make_its_bulk_work_give_way(
+    short_tmp: Path,
+) -> None:
+    # Over the socket link a client's Input does it (tests/effects/test_office_pace.py).
+    app = HiveApp(Office(_home(short_tmp), agents=False, program=hive))
+    async with run_app(app, (160, 48)) as pilot:
+        await settled(pilot, app)
+        pace = app.link.office.pace if isinstance(app.link, LocalLink) else None
+        assert pace is not None and not pace.typing()
+        await pilot.press(PREFIX, "o")  # the map: its keys are the app's own, not typed
+        await pilot.press("escape")
+        assert not pace.typing()
+        assert isinstance(app.focused, TerminalPane)
+        await pilot.press("x")
+        assert pace.typing()
+
+
 async def test_an_escalation_is_answered_from_the_keyboard(
     short_tmp: Path, serve_app: ServeApp
 ) -> None:
