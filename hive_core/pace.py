@@ -21,6 +21,17 @@ TYPING_WINDOW_S = 1.0
 # While the person types, a bulk thread works this long, then rests this long.
 SLICE_S = 0.004
 REST_S = 0.004
+# A thread that has not given way for this long was idle (between two routing passes,
+# say) and starts a fresh slice: a single message routed while the person types is not
+# held back. Longer than the waits inside a burst (the interpreter, an fsync).
+IDLE_S = 0.05
+
+
+class _Slice(threading.local):
+    """One bulk thread's current slice of work."""
+
+    began: float | None = None
+    last = 0.0  # its last give_way
 
 
 class Pace:
@@ -36,8 +47,7 @@ class Pace:
         # Seconds the bulk work has rested for keys since the office started.
         self.rested_s = 0.0
         self._rested = threading.Lock()
-        # Per bulk thread: when its current slice of work began (None: not slicing).
-        self._slice = threading.local()
+        self._slice = _Slice()
 
     def typed(self) -> None:
         """A key from the person (on the office's loop)."""
@@ -51,18 +61,19 @@ class Pace:
         """Between two units of a bulk thread's work: rest, if the person types and this
         thread has worked a whole slice since it last rested."""
         now = self._clock()
+        here = self._slice
         if now - self._typed_at > TYPING_WINDOW_S:
-            self._slice.began = None
+            here.began = None
             return
-        began: float | None = getattr(self._slice, "began", None)
-        if began is None:
-            self._slice.began = now
-        elif now - began >= SLICE_S:
+        if here.began is None or now - here.last >= IDLE_S:
+            here.began = now
+        elif now - here.began >= SLICE_S:
             self._sleep(REST_S)
-            after = self._clock()
-            self._slice.began = after
+            rested = self._clock()
             with self._rested:
-                self.rested_s += after - now
+                self.rested_s += rested - now
+            now = here.began = rested
+        here.last = now
 
 
 def no_pace() -> None:

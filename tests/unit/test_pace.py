@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from hive_core.pace import REST_S, SLICE_S, TYPING_WINDOW_S, Pace
+from hive_core.pace import IDLE_S, REST_S, SLICE_S, TYPING_WINDOW_S, Pace
 
 
 class Clock:
@@ -25,17 +25,23 @@ class Clock:
         self.slept.append(seconds)
         self.now += seconds
 
+    def pace(self) -> Pace:
+        return Pace(clock=self, sleep=self.sleep)
+
+    def busy(self, seconds: float) -> None:
+        self.now += seconds
+
 
 def work(pace: Pace, clock: Clock, units: int, unit_s: float) -> None:
     """A bulk thread: `units` pieces of work of `unit_s` each, giving way before each."""
     for _ in range(units):
         pace.give_way()
-        clock.now += unit_s
+        clock.busy(unit_s)
 
 
 def test_no_one_typing_means_no_rest() -> None:
     clock = Clock()
-    pace = Pace(clock=clock, sleep=clock.sleep)
+    pace = clock.pace()
     work(pace, clock, units=1_000, unit_s=0.001)
     assert clock.slept == []
     assert pace.rested_s == 0.0
@@ -44,7 +50,7 @@ def test_no_one_typing_means_no_rest() -> None:
 
 def test_while_keys_come_the_work_rests_after_every_slice() -> None:
     clock = Clock()
-    pace = Pace(clock=clock, sleep=clock.sleep)
+    pace = clock.pace()
     pace.typed()
     assert pace.typing()
     # Four units make a slice (three do not): the first give_way begins it, and every
@@ -58,7 +64,7 @@ def test_while_keys_come_the_work_rests_after_every_slice() -> None:
 
 def test_the_work_runs_free_again_once_the_keys_stop() -> None:
     clock = Clock()
-    pace = Pace(clock=clock, sleep=clock.sleep)
+    pace = clock.pace()
     pace.typed()
     work(pace, clock, units=20, unit_s=SLICE_S)
     rests_while_typing = len(clock.slept)
@@ -75,14 +81,14 @@ def test_the_work_runs_free_again_once_the_keys_stop() -> None:
 
 def test_each_thread_keeps_its_own_slice() -> None:
     clock = Clock()
-    pace = Pace(clock=clock, sleep=clock.sleep)
+    pace = clock.pace()
     pace.typed()
     pace.give_way()  # this thread's slice begins
-    clock.now += SLICE_S * 0.6
+    clock.busy(SLICE_S * 0.6)
 
     def other() -> None:
         pace.give_way()  # a slice of its own begins: no rest yet
-        clock.now += SLICE_S * 0.6
+        clock.busy(SLICE_S * 0.6)
 
     thread = threading.Thread(target=other)
     thread.start()
@@ -91,3 +97,20 @@ def test_each_thread_keeps_its_own_slice() -> None:
     # Here a whole slice has gone by since this thread's began.
     pace.give_way()
     assert clock.slept == [REST_S]
+
+
+def test_a_thread_back_from_idle_starts_a_fresh_slice() -> None:
+    """A message routed after the route thread sat idle between passes is not held back
+    while the person types; a burst's own short waits do not count as idle."""
+    clock = Clock()
+    pace = clock.pace()
+    pace.typed()
+    work(pace, clock, units=3, unit_s=SLICE_S / 3.9)  # most of a slice
+    clock.now += IDLE_S  # idle until the next pass
+    work(pace, clock, units=3, unit_s=SLICE_S / 3.9)  # a fresh slice: no rest
+    assert clock.slept == []
+    # Waits shorter than IDLE_S between units (an fsync, the interpreter) are the slice's.
+    for _ in range(3):
+        pace.give_way()
+        clock.now += IDLE_S / 2
+    assert clock.slept == [REST_S, REST_S]
