@@ -222,7 +222,7 @@ class ClientServer:
         problems: Callable[[], list[Problem]],
         costs: Callable[[], tuple[dict[str, Sum], dict[str, Sum]]],
         log: Callable[[str], None],
-        typed: Callable[[], None] = lambda: None,
+        typed: Callable[[], None],
     ) -> None:
         """`typed`: told of each key a client sends a pane (the office's bulk work then
         gives way, pace.py)."""

@@ -179,9 +179,9 @@ class MemoryKeeper:
                 store.apply(changes)
         except Exception as exc:
             self.log("office", f"memory index update failed: {exc!r}")
-        for line in self._store.recovered:
+        for line in store.recovered:
             self.log("office", f"memory: {line}")
-        self._store.recovered = []
+        store.recovered = []
 
     def _tidy(self, spec: AgentSpec) -> None:
         box = self.paths.mailbox(spec.id)

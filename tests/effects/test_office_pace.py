@@ -17,6 +17,7 @@ from hive_core.clients.protocol import Hello, Input, Welcome, encode, office_rea
 from hive_core.hive import init_office
 from hive_core.office import Office
 from hive_core.paths import HivePaths
+from tests.support import until
 
 WAIT_S = 60.0  # a guard against a hang only; nothing here is timed
 BURST = 400
@@ -33,15 +34,6 @@ def _office(root: Path) -> Office:
     )
     init_office(paths)
     return Office(paths, agents=False, program=hive)
-
-
-async def _until(predicate: object, what: str) -> None:
-    assert callable(predicate)
-    for _ in range(int(WAIT_S / 0.02)):
-        if predicate():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _drop_burst(paths: HivePaths) -> None:
@@ -67,12 +59,15 @@ async def test_a_burst_gives_way_while_the_person_types(short_tmp: Path, typing:
     run = asyncio.create_task(office.run(stop))
     keys: asyncio.Task[None] | None = None
     try:
-        await _until(paths.client_socket.exists, "the office to listen for clients")
+        await until(None, paths.client_socket.exists, "the office to listen for clients", WAIT_S)
         reader, writer = await asyncio.open_unix_connection(str(paths.client_socket))
         writer.write(encode(Hello(version=1, pid=os.getpid(), term_cols=80, term_rows=24)))
         frames = office_reader()
-        while not any(isinstance(m, Welcome) for m in frames.feed(await reader.read(1 << 16))):
-            pass
+        welcomed = False
+        while not welcomed:
+            data = await reader.read(1 << 16)
+            assert data, "the office closed the client before its welcome"
+            welcomed = any(isinstance(m, Welcome) for m in frames.feed(data))
 
         async def type_along() -> None:
             while True:
@@ -81,9 +76,11 @@ async def test_a_burst_gives_way_while_the_person_types(short_tmp: Path, typing:
 
         if typing:
             keys = asyncio.create_task(type_along())
-            await _until(office.pace.typing, "the office to see the person type")
+            await until(None, office.pace.typing, "the office to see the person type", WAIT_S)
         _drop_burst(paths)
-        await _until(lambda: len(_subjects(paths)) >= BURST, "the burst to be delivered")
+        await until(
+            None, lambda: len(_subjects(paths)) >= BURST, "the burst to be delivered", WAIT_S
+        )
         await asyncio.sleep(0.5)  # a copy too many would have landed by now
 
         subjects = _subjects(paths)
